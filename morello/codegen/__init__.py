@@ -1,0 +1,1 @@
+"""Impl -> C: source, header, compilation, verification harness and benchmarking."""

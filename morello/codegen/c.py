@@ -1,0 +1,301 @@
+"""Lowers an Impl tree to one readable C function.
+
+Each operand of each node is a *view*: a buffer plus the logical coordinates of the tile's
+first element. Loops shift the origin of the operands whose dims their index runs along;
+moves into addressed levels create buffers (register variables for register levels, arrays
+otherwise) with prologue/epilogue copies; moves into caches keep the view. Loops over tiles
+of register-resident operands are fully unrolled, since registers cannot be indexed.
+Knows no kernel or target by name: kernels render their own templates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from morello.codegen.names import Names
+from morello.context import SynthesisContext
+from morello.impl import BlockAction, Impl, KernelAction, LoopAction, MoveAction
+from morello.layout import Layout
+from morello.spec import TensorSpec
+
+if TYPE_CHECKING:
+    from morello.lang.spec_file import Program
+
+_STACK_LIMIT_BYTES = 16 * 1024
+_ALIGN = 64
+
+
+# ---- integer expressions ------------------------------------------------------------------
+
+
+@attrs.frozen
+class Lin:
+    """``const + sum(coef * var)``; opaque sub-expressions appear as variables."""
+
+    const: int = 0
+    terms: tuple[tuple[str, int], ...] = ()
+
+    @staticmethod
+    def var(name: str) -> Lin:
+        """The expression ``name``."""
+        return Lin(0, ((name, 1),))
+
+    def is_const(self) -> bool:
+        """Whether no variables remain."""
+        return not self.terms
+
+    def __add__(self, other: Lin | int) -> Lin:
+        if isinstance(other, int):
+            return Lin(self.const + other, self.terms)
+        merged = dict(self.terms)
+        for v, c in other.terms:
+            merged[v] = merged.get(v, 0) + c
+        return Lin(self.const + other.const, tuple((v, c) for v, c in merged.items() if c))
+
+    def scale(self, k: int) -> Lin:
+        """``k * self``."""
+        if k == 0:
+            return Lin()
+        return Lin(self.const * k, tuple((v, c * k) for v, c in self.terms))
+
+    def floordiv(self, k: int) -> Lin:
+        """``self / k`` (C division of non-negative values)."""
+        if k == 1:
+            return self
+        if self.is_const():
+            return Lin(self.const // k)
+        if self.const % k == 0 and all(c % k == 0 for _, c in self.terms):
+            return Lin(self.const // k, tuple((v, c // k) for v, c in self.terms))
+        return Lin.var(f"(({self.render()}) / {k})")
+
+    def mod(self, k: int) -> Lin:
+        """``self % k``."""
+        if self.is_const():
+            return Lin(self.const % k)
+        if self.const % k == 0 and all(c % k == 0 for _, c in self.terms):
+            return Lin()
+        return Lin.var(f"(({self.render()}) % {k})")
+
+    def render(self) -> str:
+        """C text, variables first, constant last."""
+        parts = []
+        for v, c in self.terms:
+            parts.append(v if c == 1 else f"{c} * {v}")
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+def offset_of(layout: Layout, shape: Sequence[int], coords: Sequence[Lin]) -> Lin:
+    """The buffer offset of ``coords`` as an expression."""
+    total = Lin()
+    for coord, div, mod, stride in layout.offset_terms(shape, coords):
+        assert isinstance(coord, Lin)
+        v = coord.floordiv(div)
+        if mod is not None:
+            v = v.mod(mod)
+        total = total + v.scale(stride)
+    return total
+
+
+# ---- buffers and views --------------------------------------------------------------------
+
+
+@attrs.frozen
+class Buffer:
+    """Storage of a tensor: a pointer/array, or a set of register variables."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    layout: Layout
+    kind: str  # "memory" or "registers"
+    lanes: int | None = None  # vector lanes per register variable
+
+
+@attrs.frozen
+class View:
+    """A tile of a buffer starting at logical coordinates ``origin``."""
+
+    buffer: Buffer
+    origin: tuple[Lin, ...]
+
+    def shifted(self, dim: int, by: Lin | int) -> View:
+        """The view with ``origin[dim] += by``."""
+        origin = list(self.origin)
+        origin[dim] = origin[dim] + by
+        return View(self.buffer, tuple(origin))
+
+
+def _element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
+    """(lvalue, address) of the view's first element (or ``local`` offset within it)."""
+    buf = view.buffer
+    coords = list(view.origin)
+    if local is not None:
+        coords = [c + int(d) for c, d in zip(coords, local, strict=True)]
+    off = offset_of(buf.layout, buf.shape, coords)
+    if buf.kind == "registers":
+        if not off.is_const():
+            raise AssertionError(f"register buffer {buf.name} indexed by {off.render()}")
+        if buf.lanes:
+            if off.const % buf.lanes:
+                raise AssertionError(f"vector tile of {buf.name} not aligned: {off.const}")
+            name = f"{buf.name}_{off.const // buf.lanes}"
+        else:
+            name = f"{buf.name}_{off.const}"
+        return name, f"&{name}"
+    lvalue = f"{buf.name}[{off.render()}]"
+    return lvalue, f"&{lvalue}"
+
+
+# ---- the emitter --------------------------------------------------------------------------
+
+
+class _Emitter:
+    def __init__(self, ctx: SynthesisContext, names: Names) -> None:
+        self.ctx = ctx
+        self.names = names
+        self.lines: list[str] = []
+        self.depth = 1
+        self.bindings: dict[str, Lin] = {}
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def node(self, impl: Impl, views: list[View]) -> None:
+        action = impl.action
+        if isinstance(action, KernelAction):
+            self.kernel(impl, action, views)
+        elif isinstance(action, LoopAction):
+            self.loop(impl, action, views)
+        elif isinstance(action, BlockAction):
+            for child, idxs in zip(impl.children, action.operand_maps, strict=True):
+                self.node(child, [views[i] for i in idxs])
+        else:
+            assert isinstance(action, MoveAction)
+            self.move(impl, action, views)
+
+    def kernel(self, impl: Impl, action: KernelAction, views: list[View]) -> None:
+        kernel = self.ctx.ruleset.kernel(action.kernel)
+        operands = {
+            pat.name: _element(v) for pat, v in zip(kernel.operands, views, strict=True)
+        }
+        for line in kernel.render(operands):
+            self.emit(line)
+
+    def loop(self, impl: Impl, action: LoopAction, views: list[View]) -> None:
+        opdef = self.ctx.ruleset.ops[impl.spec.op]
+        uses = opdef.operands_using(action.var)
+        unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
+        body, tail = impl.children[0], impl.children[1] if action.tail is not None else None
+        if action.trips == 1:
+            self.node(body, views)
+        elif unroll:
+            for t in range(action.trips):
+                shifted = list(views)
+                for i, d in uses:
+                    shifted[i] = shifted[i].shifted(d, t * action.step)
+                self.node(body, shifted)
+        else:
+            var = self.names.fresh("i")
+            self.emit(f"for (int {var} = 0; {var} < {action.trips}; {var}++) {{")
+            self.depth += 1
+            shifted = list(views)
+            for i, d in uses:
+                shifted[i] = shifted[i].shifted(d, Lin.var(var).scale(action.step))
+            self.node(body, shifted)
+            self.depth -= 1
+            self.emit("}")
+        if tail is not None:
+            shifted = list(views)
+            for i, d in uses:
+                shifted[i] = shifted[i].shifted(d, action.trips * action.step)
+            self.node(tail, shifted)
+
+    def move(self, impl: Impl, action: MoveAction, views: list[View]) -> None:
+        if not action.new_buffer:
+            self.node(impl.children[0], views)
+            return
+        dest = action.dest
+        buf = self.declare(dest)
+        view = View(buf, tuple(Lin() for _ in dest.shape))
+        body_views = list(views)
+        body_views[action.operand] = view
+        children = list(impl.children)
+        if action.prologue is not None:
+            self.node(children.pop(0), [views[action.operand], view])
+        self.node(children.pop(0), body_views)
+        if action.epilogue is not None:
+            self.node(children.pop(0), [view, views[action.operand]])
+        if buf.kind == "memory" and _heap(dest, self.ctx):
+            self.emit(f"free({buf.name});")
+
+    def declare(self, ts: TensorSpec) -> Buffer:
+        level = self.ctx.target.level(ts.level)
+        dt = self.ctx.dtype(ts.dtype)
+        if level.counts_registers:
+            if ts.vector_size:
+                vt = self.ctx.target.vector_type(ts.dtype, ts.vector_size)
+                assert vt is not None
+                name = self.names.fresh("v")
+                count = ts.volume // ts.vector_size
+                decls = ", ".join(f"{name}_{i}" for i in range(count))
+                self.emit(f"{vt.c_type} {decls};")
+                return Buffer(name, ts.dtype, ts.shape, ts.layout, "registers", ts.vector_size)
+            name = self.names.fresh("r")
+            decls = ", ".join(f"{name}_{i}" for i in range(ts.volume))
+            self.emit(f"{dt.c_type} {decls};")
+            return Buffer(name, ts.dtype, ts.shape, ts.layout, "registers")
+        name = self.names.fresh("t")
+        count = ts.volume
+        if _heap(ts, self.ctx):
+            size = -(-count * dt.size // _ALIGN) * _ALIGN
+            self.emit(f"{dt.c_type} *restrict {name} = aligned_alloc({_ALIGN}, {size});")
+        else:
+            self.emit(f"{dt.c_type} {name}[{count}] __attribute__((aligned({_ALIGN})));")
+        return Buffer(name, ts.dtype, ts.shape, ts.layout, "memory")
+
+
+def _heap(ts: TensorSpec, ctx: SynthesisContext) -> bool:
+    return ts.volume * ctx.dtype(ts.dtype).size > _STACK_LIMIT_BYTES
+
+
+def c_signature(program: Program, ctx: SynthesisContext) -> str:
+    """``void name(const float *restrict a, ..., float *restrict c)`` in parameter order."""
+    parts = [f"const {ctx.dtype(ts.dtype).c_type} *restrict {n}" for n, ts in program.params]
+    name, ts = program.result
+    parts.append(f"{ctx.dtype(ts.dtype).c_type} *restrict {name}")
+    return f"void {program.name}({', '.join(parts)})"
+
+
+def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
+    headers: list[str] = []
+    for node in impl.walk():
+        action = node.action
+        if isinstance(action, KernelAction):
+            for h in ctx.ruleset.kernel(action.kernel).includes:
+                if h not in headers:
+                    headers.append(h)
+        elif isinstance(action, MoveAction) and action.new_buffer:
+            level = ctx.target.level(action.dest.level)
+            if not level.counts_registers and _heap(action.dest, ctx) and "<stdlib.h>" not in headers:
+                headers.insert(0, "<stdlib.h>")
+    return headers
+
+
+def lower_function(impl: Impl, program: Program, ctx: SynthesisContext) -> tuple[str, list[str]]:
+    """C text of the function implementing ``program`` by ``impl``, and the headers it needs."""
+    reserved = {n for n, _ in program.params} | {program.result[0], program.name}
+    em = _Emitter(ctx, Names(reserved))
+    views = []
+    for ts, pname in zip(impl.spec.operands, program.operand_params, strict=True):
+        buf = Buffer(pname, ts.dtype, ts.shape, ts.layout, "memory")
+        views.append(View(buf, tuple(Lin() for _ in ts.shape)))
+    em.node(impl, views)
+    text = [f"/* {impl.spec.describe()} */", c_signature(program, ctx), "{"]
+    text.extend(em.lines)
+    text.append("}")
+    return "\n".join(text) + "\n", _headers(impl, ctx)

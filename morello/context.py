@@ -1,0 +1,46 @@
+"""SynthesisContext: everything a synthesis needs, passed down explicitly (no globals)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import attrs
+
+from morello.dtypes import Dtype, dtype
+from morello.plugins import Plugins
+from morello.rules.ruleset import RuleSet, load_rule_set
+from morello.target import CostCoefficients, Target
+
+
+@attrs.frozen
+class SynthesisContext:
+    """Target, enabled rules and cost coefficients of one synthesis."""
+
+    target: Target
+    ruleset: RuleSet
+    coefficients: CostCoefficients
+
+    def dtype(self, name: str) -> Dtype:
+        """Dtype by name."""
+        return dtype(name)
+
+
+def make_context(
+    target_name: str,
+    plugins: Plugins | None = None,
+    extra_rules: Iterable[Traversable | Path | str] = (),
+) -> SynthesisContext:
+    """Build a context for the named target with its rule sets and coefficients.
+
+    Raises:
+        TargetError: unknown target or bad plugin.
+        RuleError / RuleSyntaxError: a rule file is wrong.
+    """
+    plugins = plugins or Plugins()
+    target = plugins.target(target_name)
+    coeffs = plugins.cost_coefficients(target)
+    extra = [*plugins.rule_paths(target), *extra_rules]
+    ruleset = load_rule_set(target, coeffs, extra)
+    return SynthesisContext(target, ruleset, coeffs)

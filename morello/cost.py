@@ -1,0 +1,62 @@
+"""The affine cost model: the cost and peak memory of one Impl node from its children's.
+
+Loops cost their trip count times their body (plus the tail once); blocks the sum of their
+stages; a move the lines it touches at both levels times each level's hit coefficient (twice
+for non-contiguous data) plus its prologue, body and epilogue; a kernel its declared
+expression plus the lines its operands touch. Coefficients come from the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from morello.context import SynthesisContext
+from morello.impl import Action, BlockAction, KernelAction, LoopAction, MoveAction
+from morello.spec import Spec, TensorSpec, memory_units
+
+
+def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
+    """Hit coefficient of ``ts``'s level times the lines it touches; x2 if not contiguous."""
+    hit = ctx.coefficients.level_hit[ts.level]
+    if hit == 0:
+        return 0
+    lv = ctx.target.level(ts.level)
+    lines = ts.layout.cache_lines(ts.shape, ctx.dtype(ts.dtype).size, lv.line_bytes)
+    return hit * lines * (1 if ts.layout.is_fully_contiguous() else 2)
+
+
+def action_cost(
+    spec: Spec, action: Action, child_costs: Sequence[int], ctx: SynthesisContext
+) -> int:
+    """Cost of ``action`` applied to ``spec`` given its children's costs (in child order)."""
+    if isinstance(action, KernelAction):
+        kernel = ctx.ruleset.kernel(action.kernel)
+        base = kernel.main_cost(dict(action.bindings), ctx.coefficients.named)
+        return base + sum(access_cost(ts, ctx) for ts in spec.operands)
+    if isinstance(action, LoopAction):
+        tail = child_costs[1] if action.tail is not None else 0
+        return action.trips * child_costs[0] + tail
+    if isinstance(action, BlockAction):
+        return sum(child_costs)
+    assert isinstance(action, MoveAction)
+    src = spec.operands[action.operand]
+    return access_cost(src, ctx) + access_cost(action.dest, ctx) + sum(child_costs)
+
+
+def action_peaks(
+    spec: Spec,
+    action: Action,
+    child_peaks: Sequence[tuple[int, ...]],
+    ctx: SynthesisContext,
+) -> tuple[int, ...]:
+    """Peak memory per level (limit units) while ``action`` runs."""
+    n = len(ctx.target.levels)
+    peak = [0] * n
+    for cp in child_peaks:
+        for i in range(n):
+            peak[i] = max(peak[i], cp[i])
+    if isinstance(action, MoveAction):
+        idx = ctx.target.level_index(action.dest.level)
+        lv = ctx.target.levels[idx]
+        peak[idx] += memory_units(action.dest, lv, ctx.dtype(action.dest.dtype).size)
+    return tuple(peak)

@@ -1,0 +1,111 @@
+"""User-facing errors: one hierarchy, one GCC-style format.
+
+Every error a user can cause is a ``MorelloError``; the CLI prints it and exits with its code.
+Anything else that escapes is a bug of ours and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import attrs
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes of the CLI."""
+
+    OK = 0
+    CHECK_FAILED = 1
+    USAGE_ERROR = 2
+
+
+@attrs.frozen
+class SourceLocation:
+    """A place in a source file: 1-based line and column."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int | None = None
+    end_column: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+class MorelloError(Exception):
+    """Base of every error caused by user input; printed without a traceback."""
+
+    exit_code: ExitCode = ExitCode.USAGE_ERROR
+
+    def __init__(self, message: str, loc: SourceLocation | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+
+    def format(self) -> str:
+        """Render the error as GCC does: ``path:line:col: error: msg`` plus the source line."""
+        if self.loc is None:
+            return f"morello: error: {self.message}"
+        head = f"{self.loc}: error: {self.message}"
+        source_line = _read_line(self.loc.path, self.loc.line)
+        if source_line is None:
+            return head
+        caret = " " * (self.loc.column - 1) + "^"
+        return f"{head}\n    {source_line}\n    {caret}"
+
+    def __str__(self) -> str:
+        return self.format().splitlines()[0]
+
+
+def _read_line(path: str, line: int) -> str | None:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if 1 <= line <= len(lines):
+        return lines[line - 1].expandtabs(4)
+    return None
+
+
+class SourceError(MorelloError):
+    """A syntax error in a source file."""
+
+
+class SpecSyntaxError(SourceError):
+    """A spec file does not follow the spec grammar."""
+
+
+class RuleSyntaxError(SourceError):
+    """A rule file does not follow the rule grammar."""
+
+
+class SpecError(MorelloError):
+    """A spec file is well-formed but wrong: unknown op, shape or dtype mismatch."""
+
+
+class RuleError(MorelloError):
+    """A rule file is well-formed but wrong: unknown placeholder, coefficient or level."""
+
+
+class TargetError(MorelloError):
+    """Unknown target, or an invalid or duplicate target plugin."""
+
+
+class NoImplementationError(MorelloError):
+    """No implementation of a Spec fits within its memory limits."""
+
+
+class MemoTableError(MorelloError):
+    """The memo table is damaged, incompatible or locked."""
+
+
+class CompileError(MorelloError):
+    """The C compiler rejected generated code; names the log file."""
+
+
+class CheckFailed(MorelloError):
+    """Generated code ran but its output differs from the reference."""
+
+    exit_code = ExitCode.CHECK_FAILED

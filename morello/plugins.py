@@ -1,0 +1,109 @@
+"""Plugin manager: entry-point discovery, validation, lookup of targets by name.
+
+Built-in targets are loaded exactly like third-party ones, through the ``morello``
+entry-point group, so the engine names none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from types import ModuleType
+
+import attrs
+import pluggy
+
+from morello import hookspecs
+from morello.errors import TargetError
+from morello.target import CostCoefficients, Target
+
+
+@attrs.frozen
+class InstalledTarget:
+    """A target with the plugin (and distribution) that provided it."""
+
+    target: Target
+    plugin: str
+    dist: str
+
+
+class Plugins:
+    """A plugin manager with the engine's hooks, loaded from entry points and/or modules."""
+
+    def __init__(
+        self,
+        modules: Iterable[ModuleType | object] = (),
+        *,
+        entry_points: bool = True,
+        block: Iterable[str] = (),
+    ) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        for name in block:
+            self.pm.set_blocked(name)
+        if entry_points:
+            self.pm.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
+        for mod in modules:
+            self.pm.register(mod)
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise TargetError(f"invalid plugin {exc.plugin_name!r}: {exc}") from None
+
+    def _dist_of(self, plugin: object) -> str:
+        for plug, dist in self.pm.list_plugin_distinfo():
+            if plug is plugin:
+                return f"{dist.project_name} {dist.version}"
+        return "(registered in-process)"
+
+    def targets(self) -> list[InstalledTarget]:
+        """Every target of every plugin, in name order; duplicates are an error."""
+        found: dict[str, InstalledTarget] = {}
+        for impl in self.pm.hook.morello_targets.get_hookimpls():
+            for t in impl.function() or ():
+                if not isinstance(t, Target):
+                    raise TargetError(
+                        f"plugin {impl.plugin_name!r} returned {type(t).__name__}, not a Target"
+                    )
+                if t.name in found:
+                    raise TargetError(
+                        f"target {t.name!r} is provided by both {found[t.name].plugin!r} "
+                        f"and {impl.plugin_name!r}"
+                    )
+                found[t.name] = InstalledTarget(t, impl.plugin_name, self._dist_of(impl.plugin))
+        return [found[n] for n in sorted(found)]
+
+    def target(self, name: str) -> Target:
+        """The target called ``name``; TargetError naming the installed ones if absent."""
+        installed = self.targets()
+        for it in installed:
+            if it.target.name == name:
+                return it.target
+        if not installed:
+            raise TargetError(
+                f"unknown target {name!r}: no targets installed; run `pip install -e .`"
+            )
+        names = ", ".join(it.target.name for it in installed)
+        raise TargetError(f"unknown target {name!r} (installed: {names}; see --list-targets)")
+
+    def rule_paths(self, target: Target) -> list[Traversable | Path]:
+        """Extra rule files plugins supply for ``target``."""
+        out: list[Traversable | Path] = []
+        for result in self.pm.hook.morello_rule_paths(target=target):
+            out.extend(result or ())
+        return out
+
+    def cost_coefficients(self, target: Target) -> CostCoefficients:
+        """The winning cost coefficients for ``target``."""
+        coeffs = self.pm.hook.morello_cost_coefficients(target=target)
+        if coeffs is None:
+            raise TargetError(f"no plugin supplies cost coefficients for target {target.name!r}")
+        if not isinstance(coeffs, CostCoefficients):
+            raise TargetError(f"cost coefficients for {target.name!r} are not CostCoefficients")
+        missing = [lv.name for lv in target.levels if lv.name not in coeffs.level_hit]
+        if missing:
+            raise TargetError(
+                f"cost coefficients for {target.name!r} lack level(s) {', '.join(missing)}"
+            )
+        return coeffs

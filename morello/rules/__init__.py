@@ -1,0 +1,1 @@
+"""Rule loading, op index notation, rewrite schemas and kernel matching."""

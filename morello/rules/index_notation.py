@@ -1,0 +1,244 @@
+"""Ops in index notation, and everything generic derived from them.
+
+An op such as ``op matmul(a[m, k], b[k, n]) -> c[m, n] = sum(k) a[m, k] * b[k, n]`` yields:
+its index variables (output ones first, then reductions), operand shapes from index sizes,
+which input region an output tile needs (an input dim follows its index), a NumPy reference
+and a FLOP count. The accumulating form (``c += op(...)``) adds the expression to the output
+instead of overwriting it. Knows no op by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import attrs
+import numpy as np
+
+from morello.errors import SourceLocation
+
+# ---- expressions ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Access:
+    """``a[m, k]``."""
+
+    tensor: str
+    indices: tuple[str, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class Const:
+    """A numeric literal."""
+
+    value: float
+
+
+@attrs.frozen
+class BinOp:
+    """``lhs op rhs`` for op in ``+ - *``."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@attrs.frozen
+class Func:
+    """``max(x, 0)`` and friends (the functions NumPy provides elementwise)."""
+
+    name: str
+    args: tuple[Expr, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class Reduce:
+    """``sum(k) body``."""
+
+    indices: tuple[str, ...] = attrs.field(converter=tuple)
+    body: Expr
+
+
+Expr = Access | Const | BinOp | Func | Reduce
+
+FUNCS = {"max": np.maximum, "min": np.minimum}
+
+
+def _accesses(e: Expr) -> list[Access]:
+    if isinstance(e, Access):
+        return [e]
+    if isinstance(e, BinOp):
+        return _accesses(e.lhs) + _accesses(e.rhs)
+    if isinstance(e, Func):
+        return [a for arg in e.args for a in _accesses(arg)]
+    if isinstance(e, Reduce):
+        return _accesses(e.body)
+    return []
+
+
+def _flops_per_point(e: Expr) -> int:
+    if isinstance(e, BinOp):
+        return 1 + _flops_per_point(e.lhs) + _flops_per_point(e.rhs)
+    if isinstance(e, Func):
+        return 1 + sum(_flops_per_point(a) for a in e.args)
+    if isinstance(e, Reduce):
+        return 1 + _flops_per_point(e.body)
+    return 0
+
+
+# ---- op definitions ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class OpDef:
+    """An op declared in a rule file; see the module docstring."""
+
+    name: str
+    inputs: tuple[Access, ...] = attrs.field(converter=tuple)
+    output: Access
+    expr: Expr
+    loc: SourceLocation | None = attrs.field(default=None, eq=False)
+
+    @property
+    def operands(self) -> tuple[Access, ...]:
+        """Inputs then output, the operand order of Specs."""
+        return (*self.inputs, self.output)
+
+    @property
+    def operand_names(self) -> tuple[str, ...]:
+        """Names of the operands as declared."""
+        return tuple(a.tensor for a in self.operands)
+
+    @property
+    def index_vars(self) -> tuple[str, ...]:
+        """Every index variable: the output's first, then others in order of appearance."""
+        seen: list[str] = list(self.output.indices)
+        for acc in self.inputs:
+            for ix in acc.indices:
+                if ix not in seen:
+                    seen.append(ix)
+        return tuple(seen)
+
+    @property
+    def reduction_vars(self) -> tuple[str, ...]:
+        """Index variables that do not index the output."""
+        return tuple(v for v in self.index_vars if v not in self.output.indices)
+
+    @property
+    def is_identity(self) -> bool:
+        """Whether the op copies its single input unchanged (a move)."""
+        return (
+            len(self.inputs) == 1
+            and isinstance(self.expr, Access)
+            and self.expr == Access(self.inputs[0].tensor, self.output.indices)
+            and self.inputs[0].indices == self.output.indices
+        )
+
+    def rank(self, operand: int) -> int:
+        """Rank of operand number ``operand``."""
+        return len(self.operands[operand].indices)
+
+    def sizes(self, shapes: Sequence[Sequence[int]]) -> dict[str, int] | tuple[str, int, int]:
+        """Index sizes bound by operand shapes, or the first conflict ``(var, had, got)``."""
+        sizes: dict[str, int] = {}
+        for acc, shape in zip(self.operands, shapes, strict=True):
+            for ix, n in zip(acc.indices, shape, strict=True):
+                if ix in sizes and sizes[ix] != n:
+                    return (ix, sizes[ix], n)
+                sizes[ix] = n
+        return sizes
+
+    def operand_shape(self, operand: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        """Shape of operand number ``operand`` given index sizes."""
+        return tuple(sizes[ix] for ix in self.operands[operand].indices)
+
+    def operands_using(self, var: str) -> list[tuple[int, int]]:
+        """(operand, dim) pairs that an index variable runs along."""
+        out = []
+        for i, acc in enumerate(self.operands):
+            for d, ix in enumerate(acc.indices):
+                if ix == var:
+                    out.append((i, d))
+        return out
+
+    def flops(self, sizes: Mapping[str, int]) -> int:
+        """Arithmetic operations of one application over the full index space."""
+        points = math.prod(sizes[v] for v in self.index_vars)
+        return _flops_per_point(self.expr) * points
+
+    # -- reference semantics ---------------------------------------------------------------
+
+    def reference(
+        self, inputs: Sequence[np.ndarray], out: np.ndarray | None = None, accum: bool = False
+    ) -> np.ndarray:
+        """Evaluate the op with NumPy (float64 accumulation for float dtypes).
+
+        A product summed over indices becomes ``np.einsum``; any other expression is
+        evaluated by broadcasting over all index variables.
+        """
+        env = dict(zip((a.tensor for a in self.inputs), inputs, strict=True))
+        shape = tuple(np.shape(out)) if out is not None else None
+        if shape is None:
+            sizes_or = self.sizes([np.shape(x) for x in inputs] + [[0] * len(self.output.indices)])
+            sizes = sizes_or if isinstance(sizes_or, dict) else {}
+            shape = tuple(sizes.get(ix, 1) for ix in self.output.indices)
+        value = self._einsum(env)
+        if value is None:
+            value = self._broadcast(env, shape)
+        result = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+        if accum:
+            assert out is not None
+            result = out.astype(np.float64) + result
+        return np.array(result)
+
+    def _einsum(self, env: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        body = self.expr.body if isinstance(self.expr, Reduce) else self.expr
+        factors: list[Access] = []
+
+        def collect(e: Expr) -> bool:
+            if isinstance(e, Access):
+                factors.append(e)
+                return True
+            if isinstance(e, BinOp) and e.op == "*":
+                return collect(e.lhs) and collect(e.rhs)
+            return False
+
+        if not collect(body) or not factors:
+            return None
+        letters = {v: chr(ord("a") + i) for i, v in enumerate(self.index_vars)}
+        subs = ",".join("".join(letters[ix] for ix in f.indices) for f in factors)
+        out = "".join(letters[ix] for ix in self.output.indices)
+        arrays = [np.asarray(env[f.tensor], dtype=np.float64) for f in factors]
+        return np.einsum(f"{subs}->{out}", *arrays)
+
+    def _broadcast(self, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        axes = {v: i for i, v in enumerate(self.index_vars)}
+        nd = len(axes)
+
+        def ev(e: Expr) -> np.ndarray:
+            if isinstance(e, Const):
+                return np.asarray(e.value, dtype=np.float64)
+            if isinstance(e, Access):
+                arr = np.asarray(env[e.tensor], dtype=np.float64)
+                order = [axes[ix] for ix in e.indices]
+                arr = np.transpose(arr, np.argsort(order)) if order else arr
+                full = [1] * nd
+                for ix, n in zip(e.indices, np.shape(env[e.tensor]), strict=True):
+                    full[axes[ix]] = n
+                return arr.reshape(full)
+            if isinstance(e, BinOp):
+                lhs, rhs = ev(e.lhs), ev(e.rhs)
+                return {"+": np.add, "-": np.subtract, "*": np.multiply}[e.op](lhs, rhs)
+            if isinstance(e, Func):
+                return FUNCS[e.name](*(ev(a) for a in e.args))
+            assert isinstance(e, Reduce)
+            return np.sum(ev(e.body), axis=tuple(axes[ix] for ix in e.indices), keepdims=True)
+
+        value = np.asarray(ev(self.expr))
+        value = value.reshape(value.shape + (1,) * (nd - value.ndim))
+        # Reduced axes have extent 1 now; move the output's axes first and drop the rest.
+        keep = [axes[ix] for ix in self.output.indices]
+        value = np.transpose(value, keep + [i for i in range(nd) if i not in keep])
+        value = value.reshape(value.shape[: len(keep)])
+        return np.broadcast_to(value, shape)

@@ -1,0 +1,115 @@
+"""Kernels: a pattern over a Spec, an affine cost, and a C template.
+
+Templates may contain ``{x}`` (operand ``x`` as a C lvalue: an element or a register
+variable) and ``{&x}`` (the address of ``x``'s first element); nothing else in braces is
+substituted. Substitution is a small regex, never ``str.format``. Knows no kernel by name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import attrs
+
+from morello.errors import SourceLocation
+from morello.spec import Spec, TensorSpec
+
+PLACEHOLDER: Final = re.compile(r"\{(&?)([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@attrs.frozen
+class OperandPattern:
+    """What a kernel requires of one operand. Dims are ints, variable names or ``*``."""
+
+    name: str
+    dtype: str
+    dims: tuple[int | str, ...] = attrs.field(converter=tuple)
+    levels: tuple[str, ...] = attrs.field(converter=tuple)
+    vector_size: int | None = None
+    contiguous: bool = False
+    layouts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    def match(
+        self,
+        ts: TensorSpec,
+        bindings: dict[str, int],
+        layout_named: Callable[[str, TensorSpec], bool],
+    ) -> bool:
+        """Whether ``ts`` fits; binds dim variables in ``bindings`` as a side effect."""
+        if ts.dtype != self.dtype or len(ts.shape) != len(self.dims):
+            return False
+        if self.levels and ts.level not in self.levels:
+            return False
+        if self.vector_size is not None and ts.vector_size != self.vector_size:
+            return False
+        if self.contiguous and not ts.layout.is_fully_contiguous():
+            return False
+        if self.layouts and not any(layout_named(name, ts) for name in self.layouts):
+            return False
+        for want, have in zip(self.dims, ts.shape, strict=True):
+            if isinstance(want, int):
+                if want != have:
+                    return False
+            elif want != "*":
+                if bindings.setdefault(want, have) != have:
+                    return False
+        return True
+
+
+@attrs.frozen
+class CostTerm:
+    """``factor * name * name ...``: names are cost coefficients or bound dim variables."""
+
+    factor: int
+    names: tuple[str, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class Kernel:
+    """A microkernel declared in a rule file."""
+
+    name: str
+    op: str
+    accum: bool
+    operands: tuple[OperandPattern, ...] = attrs.field(converter=tuple)
+    cost: tuple[CostTerm, ...] = attrs.field(converter=tuple)
+    c_lines: tuple[str, ...] = attrs.field(converter=tuple)
+    rule_set: str
+    requires: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    includes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    loc: SourceLocation | None = attrs.field(default=None, eq=False)
+
+    def match(
+        self, spec: Spec, layout_named: Callable[[str, TensorSpec], bool]
+    ) -> dict[str, int] | None:
+        """Dim-variable bindings if the kernel implements ``spec``, else None."""
+        if spec.op != self.op or spec.accum != self.accum:
+            return None
+        if len(spec.operands) != len(self.operands):
+            return None
+        bindings: dict[str, int] = {}
+        for pat, ts in zip(self.operands, spec.operands, strict=True):
+            if not pat.match(ts, bindings, layout_named):
+                return None
+        return bindings
+
+    def main_cost(self, bindings: Mapping[str, int], coefficients: Mapping[str, int]) -> int:
+        """The declared cost with dim variables and coefficients substituted."""
+        total = 0
+        for term in self.cost:
+            value = term.factor
+            for name in term.names:
+                value *= bindings[name] if name in bindings else coefficients[name]
+            total += value
+        return total
+
+    def render(self, operands: Mapping[str, tuple[str, str]]) -> list[str]:
+        """C lines with ``{x}``/``{&x}`` replaced from ``operands[x] = (lvalue, address)``."""
+
+        def sub(m: re.Match[str]) -> str:
+            lvalue, address = operands[m.group(2)]
+            return address if m.group(1) else lvalue
+
+        return [PLACEHOLDER.sub(sub, line) for line in self.c_lines]

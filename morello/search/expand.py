@@ -1,0 +1,64 @@
+"""Expands a root Spec into the networkx DiGraph of every Spec reachable through the rules.
+
+Each node carries ``actions``: the list of actions (rewrites and kernels) that apply to it,
+in a fixed order (kernels first, then rules in rule-file order). Every action makes progress,
+so the graph is acyclic; a rule set that breaks this is reported. Knows no op by name.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import networkx as nx
+
+from morello.context import SynthesisContext
+from morello.errors import RuleError
+from morello.impl import Action, KernelAction
+from morello.rules.ruleset import layout_named
+from morello.spec import Spec
+
+
+def spec_actions(spec: Spec, ctx: SynthesisContext) -> list[Action]:
+    """Every action applicable to ``spec``: matching kernels, then each rule's actions."""
+    out: list[Action] = []
+    for kernel in ctx.ruleset.kernels:
+        if kernel.op != spec.op:
+            continue
+        bindings = kernel.match(spec, layout_named)
+        if bindings is not None:
+            out.append(KernelAction(kernel.name, tuple(sorted(bindings.items()))))
+    for rule in ctx.ruleset.rules:
+        out.extend(rule.actions(spec, ctx))
+    return out
+
+
+def expand(
+    root: Spec,
+    ctx: SynthesisContext,
+    known: Callable[[Spec], bool] | None = None,
+) -> nx.DiGraph:
+    """The spec-dependency graph below ``root``.
+
+    ``known(spec)`` may report Specs that are already solved elsewhere (a memo table); they
+    become leaves of the graph and are not expanded.
+    """
+    graph = nx.DiGraph()
+    graph.add_node(root)
+    queue = deque([root])
+    while queue:
+        spec = queue.popleft()
+        if known is not None and known(spec):
+            graph.nodes[spec]["actions"] = None
+            continue
+        actions = spec_actions(spec, ctx)
+        graph.nodes[spec]["actions"] = actions
+        for action in actions:
+            for child in action.children:
+                if child == spec:
+                    raise RuleError(f"rewrite {action.describe()} does not change {spec.describe()}")
+                if child not in graph:
+                    graph.add_node(child)
+                    queue.append(child)
+                graph.add_edge(spec, child)
+    return graph

@@ -1,0 +1,117 @@
+"""Solves the spec-dependency graph in reverse topological order for the cheapest Impl.
+
+For each Spec the solver keeps the action of least cost; ties break on lower peak memory
+(fastest level first) and then on the action's position in the Spec's action list, so
+results are deterministic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import attrs
+import networkx as nx
+
+from morello.context import SynthesisContext
+from morello.cost import action_cost, action_peaks
+from morello.errors import NoImplementationError, RuleError
+from morello.impl import Action, Impl
+from morello.search.expand import expand
+from morello.spec import Spec
+
+
+@attrs.frozen
+class Solution:
+    """The best decision for one Spec."""
+
+    action: Action
+    cost: int
+    peaks: tuple[int, ...]
+
+
+@attrs.frozen
+class SearchStats:
+    """Size and duration of one synthesis."""
+
+    specs_visited: int
+    graph_nodes: int
+    graph_edges: int
+    seconds: float
+
+
+def _order_key(sol: Solution, index: int) -> tuple[int, tuple[int, ...], int]:
+    return (sol.cost, tuple(reversed(sol.peaks)), index)
+
+
+def solve(
+    graph: nx.DiGraph,
+    ctx: SynthesisContext,
+    known: Mapping[Spec, Solution | None] | None = None,
+) -> dict[Spec, Solution | None]:
+    """Best solution of every Spec in ``graph`` (None where no implementation fits)."""
+    try:
+        order = list(nx.topological_sort(graph))
+    except nx.NetworkXUnfeasible:
+        cycle = nx.find_cycle(graph)
+        specs = " -> ".join(u.describe() for u, _ in cycle[:3])
+        raise RuleError(f"the rewrites form a cycle: {specs} ...") from None
+    best: dict[Spec, Solution | None] = {}
+    for spec in reversed(order):
+        actions = graph.nodes[spec]["actions"]
+        if actions is None:
+            assert known is not None
+            best[spec] = known[spec]
+            continue
+        winner: Solution | None = None
+        winner_key = None
+        for index, action in enumerate(actions):
+            subs = [best[c] for c in action.children]
+            if any(s is None for s in subs):
+                continue
+            costs = [s.cost for s in subs]  # type: ignore[union-attr]
+            peaks = [s.peaks for s in subs]  # type: ignore[union-attr]
+            sol = Solution(
+                action, action_cost(spec, action, costs, ctx), action_peaks(spec, action, peaks, ctx)
+            )
+            key = _order_key(sol, index)
+            if winner_key is None or key < winner_key:
+                winner, winner_key = sol, key
+        best[spec] = winner
+    return best
+
+
+def build_impl(spec: Spec, best: Mapping[Spec, Solution | None]) -> Impl:
+    """The Impl tree of ``spec`` from per-Spec solutions."""
+    sol = best[spec]
+    assert sol is not None, spec
+    children = tuple(build_impl(c, best) for c in sol.action.children)
+    return Impl(spec, sol.action, children, sol.cost, sol.peaks)
+
+
+def synthesize(spec: Spec, ctx: SynthesisContext) -> tuple[Impl, SearchStats]:
+    """The cheapest Impl of ``spec`` and statistics of the search.
+
+    Raises:
+        NoImplementationError: nothing implements ``spec`` within its memory limits.
+    """
+    start = time.perf_counter()
+    graph = expand(spec, ctx)
+    best = solve(graph, ctx)
+    if best[spec] is None:
+        limits = ", ".join(
+            f"{lv.name} {n}{'' if lv.counts_registers else ' lines'}"
+            for lv, n in zip(ctx.target.levels, spec.limits, strict=True)
+        )
+        raise NoImplementationError(
+            f"no implementation of {spec.describe()} fits the memory limits ({limits}) "
+            f"with the rules of target {ctx.target.name}"
+        )
+    impl = build_impl(spec, best)
+    stats = SearchStats(
+        specs_visited=sum(1 for s in graph if graph.nodes[s]["actions"] is not None),
+        graph_nodes=graph.number_of_nodes(),
+        graph_edges=graph.number_of_edges(),
+        seconds=time.perf_counter() - start,
+    )
+    return impl, stats

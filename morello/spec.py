@@ -1,0 +1,102 @@
+"""Specs: the goals the synthesizer decomposes.
+
+A Spec is an op (by name, as declared in rule files) applied to TensorSpecs, whether it
+accumulates into its output, the memory still available at each level, and whether the code
+must be serial. Specs are immutable, hashed once, and always canonical (layouts in canonical
+form for their shapes), so equal goals are equal keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+
+from morello.layout import Layout
+from morello.target import MemoryLevel, Target
+
+
+@attrs.frozen(cache_hash=True)
+class TensorSpec:
+    """One operand: shape, dtype, memory level, canonical layout and vector size."""
+
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    dtype: str
+    level: str
+    layout: Layout
+    vector_size: int | None = None
+
+    @property
+    def volume(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    def describe(self) -> str:
+        """Compact text such as ``f32[8, 8] @L1 row_major v8``."""
+        dims = ", ".join(map(str, self.shape))
+        text = f"{self.dtype}[{dims}] @{self.level}"
+        if self.layout.dims:
+            text += " " + self.layout.describe(len(self.shape))
+        if self.vector_size is not None:
+            text += f" v{self.vector_size}"
+        return text
+
+
+def memory_units(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
+    """What ``ts`` costs against the limit of ``level``: registers or cache lines."""
+    if level.counts_registers:
+        if ts.vector_size:
+            return -(-ts.volume // ts.vector_size)
+        return ts.volume
+    return ts.layout.cache_lines(ts.shape, elem_bytes, level.line_bytes)
+
+
+def snap_down(value: int) -> int:
+    """Largest power of two not above ``value`` (0 stays 0)."""
+    return 0 if value <= 0 else 1 << (value.bit_length() - 1)
+
+
+def subtract_limits(
+    target: Target, limits: tuple[int, ...], level_idx: int, units: int
+) -> tuple[int, ...] | None:
+    """Limits after allocating ``units`` at one level, or None if they don't fit.
+
+    What is left snaps down to a power of two, so that limits form a small lattice: this
+    keeps the graph and the memo table small at the price of sometimes leaving a few
+    registers or lines unused.
+    """
+    have = limits[level_idx]
+    if units > have:
+        return None
+    rest = snap_down(have - units)
+    out = list(limits)
+    out[level_idx] = rest
+    return tuple(out)
+
+
+@attrs.frozen(cache_hash=True)
+class Spec:
+    """A goal: ``op`` over ``operands`` (inputs then the output) under memory ``limits``."""
+
+    op: str
+    operands: tuple[TensorSpec, ...] = attrs.field(converter=tuple)
+    accum: bool
+    limits: tuple[int, ...] = attrs.field(converter=tuple)
+    serial: bool = True
+
+    @property
+    def output(self) -> TensorSpec:
+        """The output operand (always last)."""
+        return self.operands[-1]
+
+    def with_operands(self, operands: Sequence[TensorSpec]) -> Spec:
+        """The same goal over other operands."""
+        return Spec(self.op, tuple(operands), self.accum, self.limits, self.serial)
+
+    def describe(self) -> str:
+        """One-line text form, e.g. ``c: f32[1, 8] @VRF += matmul(a: ..., b: ...)``."""
+        *ins, out = self.operands
+        args = ", ".join(t.describe() for t in ins)
+        eq = "+=" if self.accum else "="
+        return f"{out.describe()} {eq} {self.op}({args})"

@@ -1,0 +1,144 @@
+"""Targets as data: memory levels, vector types, compiler, cost coefficients.
+
+Nothing here names a particular machine; targets are built by plugins (see hookspecs.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+
+def _positive(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attr.name} must be positive, got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class MemoryLevel:
+    """One level of the memory hierarchy.
+
+    Attributes:
+        name: short uppercase name used in spec and rule files (``@L1``).
+        capacity: bytes, or registers when ``unit == "registers"``.
+        unit: ``"bytes"`` (limits are counted in cache lines) or ``"registers"``.
+        line_bytes: cache-line size used for cost and capacity accounting.
+        addressed: False for a cache level: moving data there creates no buffer, only the
+            knowledge that the data is resident.
+        vector_bytes: register widths, for vector register files; empty otherwise.
+        moves_to: names of the levels the move rewrite may bring data into from here.
+    """
+
+    name: str
+    capacity: int = attrs.field(validator=_positive)
+    unit: str = "bytes"
+    line_bytes: int = 64
+    addressed: bool = True
+    vector_bytes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def counts_registers(self) -> bool:
+        """Whether capacity and limits are counted in registers."""
+        return self.unit == "registers"
+
+    @property
+    def limit_units(self) -> int:
+        """The full capacity in limit units (registers or cache lines)."""
+        if self.counts_registers:
+            return self.capacity
+        return self.capacity // self.line_bytes
+
+
+@attrs.frozen
+class VectorType:
+    """A SIMD register type the target's C compiler understands."""
+
+    dtype: str
+    lanes: int
+    c_type: str
+
+
+@attrs.frozen
+class Compiler:
+    """How to compile generated C for this target."""
+
+    cc: str = "cc"
+    flags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen
+class CostCoefficients:
+    """Named cost coefficients of the affine cost model.
+
+    ``level_hit`` is the cost of touching one cache line at each level (by level name);
+    ``named`` holds the coefficients that kernel rules refer to (``cost fma``).
+    """
+
+    level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
+    named: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.level_hit.items()), tuple(self.named.items())))
+
+
+@attrs.frozen(kw_only=True)
+class Target:
+    """A hardware target, as registered by a plugin.
+
+    Attributes:
+        name: the ``--target`` name.
+        description: one line for ``--list-targets``.
+        levels: memory levels, slowest first; the first is where spec parameters live.
+        vector_types: SIMD types available for register-resident vectors.
+        layouts: layout families the move rewrite may choose for new buffers.
+        rule_sets: names of the rule files (without ``.rules``) this target enables.
+        isa: CPU features the generated code requires (checked before running it).
+        compiler: compiler and flags producing code that runs on the target.
+        processors: cores available to parallel loops.
+    """
+
+    name: str
+    description: str = ""
+    levels: tuple[MemoryLevel, ...] = attrs.field(converter=tuple)
+    vector_types: tuple[VectorType, ...] = attrs.field(default=(), converter=tuple)
+    layouts: tuple[str, ...] = attrs.field(default=("row_major",), converter=tuple)
+    rule_sets: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    isa: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    compiler: Compiler = attrs.field(factory=Compiler)
+    processors: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        names = [lv.name for lv in self.levels]
+        if len(set(names)) != len(names):
+            raise ValueError(f"target {self.name!r} declares a memory level twice")
+        for lv in self.levels:
+            for dest in lv.moves_to:
+                if dest not in names:
+                    raise ValueError(f"level {lv.name} moves to unknown level {dest!r}")
+
+    def level(self, name: str) -> MemoryLevel:
+        """The level named ``name``; KeyError if absent."""
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise KeyError(name)
+
+    def level_index(self, name: str) -> int:
+        """Position of level ``name`` in ``levels``."""
+        for i, lv in enumerate(self.levels):
+            if lv.name == name:
+                return i
+        raise KeyError(name)
+
+    def vector_type(self, dtype: str, lanes: int) -> VectorType | None:
+        """The vector type holding ``lanes`` elements of ``dtype``, if any."""
+        for vt in self.vector_types:
+            if vt.dtype == dtype and vt.lanes == lanes:
+                return vt
+        return None
+
+    def max_limits(self) -> tuple[int, ...]:
+        """Memory limits of a root Spec: every level at full capacity."""
+        return tuple(lv.limit_units for lv in self.levels)

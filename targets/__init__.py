@@ -1,0 +1,1 @@
+"""Built-in target plugins of Morello, loaded through the ``morello`` entry-point group."""

@@ -1,0 +1,53 @@
+"""AMD Zen 1: AVX2 + FMA, 16 ymm registers, 32 KiB L1D and 512 KiB L2 per core.
+
+Generated code is compiled with ``-mavx2 -mfma -mtune=znver1`` (not ``-march``), so it runs on
+any x86-64 CPU with AVX2 and FMA.
+"""
+
+from __future__ import annotations
+
+from morello import CostCoefficients, MemoryLevel, Target, hookimpl
+from morello.target import Compiler, VectorType
+
+ZEN1 = Target(
+    name="zen1",
+    description="AMD Zen 1 (runs on any x86-64 with AVX2 and FMA)",
+    levels=(
+        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",)),
+        MemoryLevel(
+            name="L1", capacity=32 * 1024, line_bytes=64, addressed=False, moves_to=("VRF", "RF")
+        ),
+        MemoryLevel(name="VRF", capacity=16, unit="registers", vector_bytes=(32,)),
+        MemoryLevel(name="RF", capacity=16, unit="registers"),
+    ),
+    vector_types=(VectorType(dtype="f32", lanes=8, c_type="__m256"),),
+    layouts=("row_major", "col_major"),
+    rule_sets=("core", "scalar", "x86_avx2"),
+    isa=("sse", "sse2", "sse3", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
+    compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
+    processors=1,
+)
+
+
+@hookimpl
+def morello_targets() -> list[Target]:
+    """Zen 1 is the one target of this plugin."""
+    return [ZEN1]
+
+
+@hookimpl(trylast=True)
+def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
+    """Default coefficients, roughly reciprocal throughputs in cycles; None for other targets."""
+    if target.name != ZEN1.name:
+        return None
+    return CostCoefficients(
+        level_hit={"GL": 20, "L1": 2, "VRF": 0, "RF": 0},
+        named={
+            "mac": 2,
+            "scalar_op": 1,
+            "fma": 1,
+            "vector_op": 1,
+            "vector_load": 1,
+            "vector_store": 1,
+        },
+    )
