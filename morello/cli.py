@@ -1,0 +1,185 @@
+"""The command line: synthesize C for a spec file (default), plus subcommands.
+
+Only this module writes to stdout. User errors (``MorelloError``) print one message and
+exit with its code; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from morello import __version__
+from morello.codegen.compile import compile_shared
+from morello.codegen.harness import check, missing_isa
+from morello.codegen.header import lower_to_c
+from morello.context import SynthesisContext, make_context
+from morello.errors import ExitCode, MorelloError, TargetError
+from morello.impl import Impl, KernelAction
+from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.plugins import Plugins
+from morello.search.solve import SearchStats, synthesize
+
+EPILOG = """\
+examples:
+  python -m morello --target zen1 examples/matmul_64.lark            print the C
+  python -m morello --target zen1 examples/matmul_64.lark --check    compile, run, compare with NumPy
+  python -m morello --target zen1 examples/matmul_64.lark -o out/mm  write out/mm.c and out/mm.h
+  python -m morello --target zen1 examples/matmul_64.lark --impl --stats
+  python -m morello --list-targets
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="morello",
+        description="Synthesize fast C for the tensor program in a spec file.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", nargs="?", help="spec file (.lark) to synthesize")
+    p.add_argument("--target", "-t", help="target to synthesize for (see --list-targets)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write FILE.c and FILE.h instead of printing C")
+    p.add_argument("--impl", action="store_true", help="print the Impl tree instead of C")
+    p.add_argument("--stats", action="store_true", help="print search statistics")
+    p.add_argument("--json", action="store_true", help="print statistics as JSON (with --stats)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compile the C, run it on random inputs and compare with NumPy (exit 1 on mismatch)",
+    )
+    p.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra .rules file or folder to load (repeatable; always enabled)",
+    )
+    p.add_argument("--list-targets", action="store_true", help="list installed targets and exit")
+    p.add_argument("--version", action="version", version=f"morello {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m morello``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except MorelloError as exc:
+        print(exc.format(), file=sys.stderr)
+        return int(exc.exit_code)
+
+
+def _run(args: argparse.Namespace) -> int:
+    plugins = Plugins()
+    if args.list_targets:
+        installed = plugins.targets()
+        if not installed:
+            print("no targets installed; run `pip install -e .`")
+        for it in installed:
+            print(f"{it.target.name:12} {it.target.description}  [{it.dist}]")
+        return ExitCode.OK
+    if args.spec is None:
+        raise MorelloError("no spec file given (see --help)")
+    target_name = args.target or _default_target(plugins)
+    ctx = make_context(target_name, plugins, args.rules)
+    spec_file = parse_spec_file(args.spec)
+    programs = [build_program(f, ctx) for f in spec_file.funcs]
+    solved: list[tuple[Program, Impl, SearchStats]] = []
+    for program in programs:
+        impl, stats = synthesize(program.spec, ctx)
+        solved.append((program, impl, stats))
+    unit = Path(args.output).stem if args.output else Path(args.spec).stem
+    source = lower_to_c(unit, [(p, i) for p, i, _ in solved], ctx)
+    if args.impl:
+        for program, impl, _ in solved:
+            print(f"# {program.name}")
+            print(format_impl(impl, ctx))
+    elif args.output:
+        base = Path(args.output)
+        if base.suffix in (".c", ".h"):
+            base = base.with_suffix("")
+        base.parent.mkdir(parents=True, exist_ok=True)
+        base.with_suffix(".c").write_text(source.c_text, encoding="utf-8")
+        base.with_suffix(".h").write_text(source.h_text, encoding="utf-8")
+    else:
+        print(source.c_text, end="")
+    if args.stats:
+        _print_stats(solved, args.json)
+    if args.check:
+        _check(source.c_text, solved, ctx)
+    return ExitCode.OK
+
+
+def _default_target(plugins: Plugins) -> str:
+    installed = plugins.targets()
+    if len(installed) == 1:
+        return installed[0].target.name
+    if not installed:
+        raise TargetError("no targets installed; run `pip install -e .`")
+    names = ", ".join(it.target.name for it in installed)
+    raise TargetError(f"several targets are installed ({names}); choose one with --target")
+
+
+def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool) -> None:
+    rows = [
+        {
+            "function": p.name,
+            "cost": impl.cost,
+            "specs_visited": s.specs_visited,
+            "graph_nodes": s.graph_nodes,
+            "graph_edges": s.graph_edges,
+            "seconds": round(s.seconds, 4),
+        }
+        for p, impl, s in solved
+    ]
+    if as_json:
+        print(json.dumps(rows if len(rows) != 1 else rows[0], indent=2))
+        return
+    for r in rows:
+        print(
+            f"# {r['function']}: cost {r['cost']}, {r['specs_visited']} specs visited, "
+            f"{r['graph_nodes']} graph nodes, {r['graph_edges']} edges, {r['seconds']:.3f} s",
+            file=sys.stderr if not as_json else sys.stdout,
+        )
+
+
+def _check(c_text: str, solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext) -> None:
+    needed: list[str] = []
+    for _, impl, _ in solved:
+        for node in impl.walk():
+            if isinstance(node.action, KernelAction):
+                for f in ctx.ruleset.kernel(node.action.kernel).requires:
+                    if f not in needed:
+                        needed.append(f)
+    lacking = missing_isa(needed)
+    if lacking:
+        raise MorelloError(f"cannot run --check: this CPU lacks {', '.join(lacking)}")
+    workdir = Path(tempfile.mkdtemp(prefix="morello-check-"))
+    lib = compile_shared(c_text, ctx.target, workdir)
+    for program, _, _ in solved:
+        result = check(lib, program, ctx)
+        print(
+            f"check passed: {program.name} matches NumPy "
+            f"(max abs error {result.max_abs_error:.3g}, allowed {result.max_allowed:.3g})",
+            file=sys.stderr,
+        )
+
+
+def format_impl(impl: Impl, ctx: SynthesisContext, depth: int = 0) -> str:
+    """The Impl tree, one line per node: action, Spec, cost and peak memory per level."""
+    peaks = " ".join(
+        f"{lv.name}={n}" for lv, n in zip(ctx.target.levels, impl.peaks, strict=True) if n
+    )
+    line = (
+        f"{'  ' * depth}{impl.action.describe()}  | {impl.spec.describe()}"
+        f"  | cost {impl.cost}  | peak {peaks or '-'}"
+    )
+    lines = [line]
+    for child in impl.children:
+        lines.append(format_impl(child, ctx, depth + 1))
+    return "\n".join(lines)

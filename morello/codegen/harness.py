@@ -1,0 +1,159 @@
+"""Loads compiled code with ctypes, runs it on random inputs, compares with NumPy.
+
+Shared by ``--check``, the benchmarks and the tests, so they cannot drift apart. The
+reference comes from the op's index notation; buffers are filled through the operands'
+layouts, so any layout is handled the same way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from morello.context import SynthesisContext
+from morello.errors import CheckFailed
+from morello.lang.spec_file import Program
+from morello.spec import TensorSpec
+
+
+def buffer_offsets(ts: TensorSpec) -> np.ndarray:
+    """For each logical index of ``ts`` (C order), its offset in the buffer."""
+    idx = np.indices(ts.shape).reshape(len(ts.shape), -1)
+    off = np.zeros(idx.shape[1], dtype=np.int64)
+    for coord_dim, div, mod, stride in ts.layout.offset_terms(ts.shape, list(range(len(ts.shape)))):
+        v = idx[int(coord_dim)] // div  # type: ignore[call-overload]
+        if mod is not None:
+            v = v % mod
+        off += v * stride
+    return off.reshape(ts.shape)
+
+
+def to_buffer(arr: np.ndarray, ts: TensorSpec, ctx: SynthesisContext) -> np.ndarray:
+    """The flat buffer holding logical array ``arr`` in ``ts``'s layout."""
+    buf = np.zeros(ts.volume, dtype=ctx.dtype(ts.dtype).np_dtype())
+    buf[buffer_offsets(ts).ravel()] = arr.ravel()
+    return buf
+
+
+def from_buffer(buf: np.ndarray, ts: TensorSpec) -> np.ndarray:
+    """The logical array stored in flat ``buf`` in ``ts``'s layout."""
+    return buf[buffer_offsets(ts)]
+
+
+def random_inputs(program: Program, ctx: SynthesisContext, seed: int = 0) -> dict[str, np.ndarray]:
+    """Logical input arrays with values in [-1, 1), keyed by parameter name."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, ts in program.params:
+        np_dtype = ctx.dtype(ts.dtype).np_dtype()
+        out[name] = rng.uniform(-1.0, 1.0, size=ts.shape).astype(np_dtype)
+    return out
+
+
+def run(
+    lib_path: Path, program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext
+) -> np.ndarray:
+    """Call the compiled function once; returns the logical output array."""
+    lib = ctypes.CDLL(str(lib_path))
+    fn = getattr(lib, program.name)
+    fn.restype = None
+    buffers = [to_buffer(inputs[name], ts, ctx) for name, ts in program.params]
+    rname, rts = program.result
+    out = np.full(rts.volume, np.nan, dtype=ctx.dtype(rts.dtype).np_dtype())
+    args = [b.ctypes.data_as(ctypes.c_void_p) for b in (*buffers, out)]
+    fn(*args)
+    return from_buffer(out, rts)
+
+
+@attrs.frozen
+class Comparison:
+    """Outcome of comparing an output with its reference."""
+
+    max_abs_error: float
+    max_allowed: float
+    first_bad: tuple[int, ...] | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether every element is within its tolerance."""
+        return self.first_bad is None
+
+
+def reference(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext) -> np.ndarray:
+    """The op's NumPy reference on ``inputs``."""
+    opdef = ctx.ruleset.ops[program.spec.op]
+    args = [inputs[n] for n in program.operand_params[:-1]]
+    out_shape = np.zeros(program.spec.output.shape)
+    return opdef.reference(args, out_shape)
+
+
+def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext) -> np.ndarray:
+    """Per-element error bound: ``(n + 2) * u * reference(|inputs|)`` plus a tiny floor.
+
+    ``n`` is the reduction length and ``u`` the unit roundoff of the output dtype; this is the
+    classic bound for recursive summation of products (fused multiply-adds only tighten it),
+    applied to the same expression over absolute values.
+    """
+    opdef = ctx.ruleset.ops[program.spec.op]
+    spec = program.spec
+    sizes = opdef.sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    n = math.prod(sizes[v] for v in opdef.reduction_vars)
+    u = float(np.finfo(ctx.dtype(spec.output.dtype).np_dtype()).eps) / 2
+    args = [np.abs(inputs[name]).astype(np.float64) for name in program.operand_params[:-1]]
+    magnitude = np.abs(opdef.reference(args, np.zeros(spec.output.shape)))
+    return (n + 2) * u * magnitude + 8 * u
+
+
+def compare(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> Comparison:
+    """Elementwise comparison against per-element bounds."""
+    err = np.abs(got.astype(np.float64) - want)
+    bad = ~(err <= allowed)  # NaN counts as bad
+    first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None
+    max_err = float(np.nanmax(err)) if np.isfinite(err).any() else float("inf")
+    if np.isnan(err).any():
+        max_err = float("inf")
+    return Comparison(max_err, float(np.max(allowed)), first)
+
+
+def check(lib_path: Path, program: Program, ctx: SynthesisContext, seed: int = 0) -> Comparison:
+    """Run the compiled ``program`` on random inputs and compare with the reference.
+
+    Raises:
+        CheckFailed: some element is outside its tolerance.
+    """
+    inputs = random_inputs(program, ctx, seed)
+    got = run(lib_path, program, inputs, ctx)
+    want = reference(program, inputs, ctx)
+    result = compare(got, want, tolerance(program, inputs, ctx))
+    if not result.ok:
+        assert result.first_bad is not None
+        idx = ", ".join(map(str, result.first_bad))
+        raise CheckFailed(
+            f"check failed for {program.name}: max abs error {result.max_abs_error:.3g} "
+            f"(allowed up to {result.max_allowed:.3g}); first mismatch at [{idx}]: "
+            f"got {got[result.first_bad]:.7g}, expected {want[result.first_bad]:.7g}"
+        )
+    return result
+
+
+def missing_isa(features: Sequence[str]) -> list[str]:
+    """Which of ``features`` (named as /proc/cpuinfo names them) this CPU lacks.
+
+    Returns an empty list where /proc/cpuinfo cannot be read.
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    return [f for f in features if f not in flags]
