@@ -13,6 +13,7 @@ tensors with the same canonical layout are addressed alike, which is what kernel
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -37,6 +38,9 @@ class Layout:
 
     def physical_shape(self, shape: Sequence[int]) -> tuple[int, ...] | None:
         """Extents of the physical dims for a logical shape, or None if the layout can't apply."""
+        return _physical_shape(self, tuple(shape))
+
+    def _physical_shape(self, shape: tuple[int, ...]) -> tuple[int, ...] | None:
         remaining = list(shape)
         out: list[int] = [0] * len(self.dims)
         seen = set()
@@ -118,6 +122,9 @@ class Layout:
 
     def tile(self, parent: Sequence[int], tile: Sequence[int]) -> Layout | None:
         """The canonical layout of a ``tile``-shaped region of a ``parent``-shaped tensor."""
+        return _tile(self, tuple(parent), tuple(tile))
+
+    def _tile(self, parent: tuple[int, ...], tile: tuple[int, ...]) -> Layout | None:
         pphys = self.physical_shape(parent)
         tphys = self.physical_shape(tile)
         if pphys is None or tphys is None:
@@ -183,6 +190,18 @@ class Layout:
                 return name + suffix
         parts = [str(ld) if b is None else f"{ld}p{b}" for ld, b in self.dims]
         return "[" + ",".join(parts) + f"] c{self.contig}"
+
+
+# Layouts are immutable, so these pure functions are memoized; the search calls them for
+# every tile of every operand.
+@functools.lru_cache(maxsize=1 << 16)
+def _physical_shape(layout: Layout, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    return layout._physical_shape(shape)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _tile(layout: Layout, parent: tuple[int, ...], tile: tuple[int, ...]) -> Layout | None:
+    return layout._tile(parent, tile)
 
 
 def _is_outermost_of(dims: Sequence[PhysDim], idx: int) -> bool:

@@ -9,6 +9,7 @@ instead of overwriting it. Knows no op by name.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -90,7 +91,7 @@ def _flops_per_point(e: Expr) -> int:
 # ---- op definitions ---------------------------------------------------------------------
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class OpDef:
     """An op declared in a rule file; see the module docstring."""
 
@@ -153,14 +154,21 @@ class OpDef:
         """Shape of operand number ``operand`` given index sizes."""
         return tuple(sizes[ix] for ix in self.operands[operand].indices)
 
-    def operands_using(self, var: str) -> list[tuple[int, int]]:
+    def operands_using(self, var: str) -> tuple[tuple[int, int], ...]:
         """(operand, dim) pairs that an index variable runs along."""
+        return self._uses[var]
+
+    @functools.cached_property
+    def _uses(self) -> dict[str, tuple[tuple[int, int], ...]]:
+        return {v: self._operands_using(v) for v in self.index_vars}
+
+    def _operands_using(self, var: str) -> tuple[tuple[int, int], ...]:
         out = []
         for i, acc in enumerate(self.operands):
             for d, ix in enumerate(acc.indices):
                 if ix == var:
                     out.append((i, d))
-        return out
+        return tuple(out)
 
     def flops(self, sizes: Mapping[str, int]) -> int:
         """Arithmetic operations of one application over the full index space."""

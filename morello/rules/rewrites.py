@@ -9,6 +9,7 @@ Spec graph is acyclic. Knows no op by name: ops are looked up in the rule set.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -86,17 +87,29 @@ def _retile(spec: Spec, ctx: SynthesisContext, var: str, size: int) -> Spec | No
     opdef = ctx.ruleset.ops[spec.op]
     operands = list(spec.operands)
     for i, d in opdef.operands_using(var):
-        ts = operands[i]
-        shape = list(ts.shape)
-        shape[d] = size
-        layout = ts.layout.tile(ts.shape, shape)
-        if layout is None:
-            return None
-        new = attrs.evolve(ts, shape=tuple(shape), layout=layout)
-        if new.vector_size and new.volume % new.vector_size:
+        new = tile_tensor(operands[i], d, size)
+        if new is None:
             return None
         operands[i] = new
     return spec.with_operands(operands)
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
+    """``ts`` with dim ``dim`` shrunk to ``size``; None if its layout or vector size forbid it.
+
+    Memoized (TensorSpecs are immutable) so that equal tiles are the same object, which makes
+    the dictionary lookups of the search cheap.
+    """
+    shape = list(ts.shape)
+    shape[dim] = size
+    layout = ts.layout.tile(ts.shape, shape)
+    if layout is None:
+        return None
+    new = TensorSpec(tuple(shape), ts.dtype, ts.level, layout, ts.vector_size)
+    if new.vector_size and new.volume % new.vector_size:
+        return None
+    return new
 
 
 def _loops(

@@ -49,7 +49,10 @@ def solve(
     ctx: SynthesisContext,
     known: Mapping[Spec, Solution | None] | None = None,
 ) -> dict[Spec, Solution | None]:
-    """Best solution of every Spec in ``graph`` (None where no implementation fits)."""
+    """Best solution of every Spec in ``graph`` (None where no implementation fits).
+
+    Nodes whose ``actions`` are None were not expanded; their solutions come from ``known``.
+    """
     try:
         order = list(nx.topological_sort(graph))
     except nx.NetworkXUnfeasible:
@@ -89,15 +92,24 @@ def build_impl(spec: Spec, best: Mapping[Spec, Solution | None]) -> Impl:
     return Impl(spec, sol.action, children, sol.cost, sol.peaks)
 
 
-def synthesize(spec: Spec, ctx: SynthesisContext) -> tuple[Impl, SearchStats]:
+def synthesize(
+    spec: Spec, ctx: SynthesisContext, memo: dict[Spec, Solution | None] | None = None
+) -> tuple[Impl, SearchStats]:
     """The cheapest Impl of ``spec`` and statistics of the search.
+
+    ``memo``, if given, holds solutions of earlier searches: Specs found there are not
+    expanded again, and every Spec solved here is added to it.
 
     Raises:
         NoImplementationError: nothing implements ``spec`` within its memory limits.
     """
     start = time.perf_counter()
-    graph = expand(spec, ctx)
-    best = solve(graph, ctx)
+    known = memo.__contains__ if memo is not None else None
+    graph = expand(spec, ctx, known)
+    best = solve(graph, ctx, memo)
+    if memo is not None:
+        memo.update(best)
+        best = memo
     if best[spec] is None:
         limits = ", ".join(
             f"{lv.name} {n}{'' if lv.counts_registers else ' lines'}"
