@@ -40,22 +40,13 @@ def ctx(target_name: str) -> SynthesisContext:
     return make_context(target_name)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    strict = os.environ.get("MORELLO_REQUIRE_ISA") == "1"
-    for item in items:
-        marker = item.get_closest_marker("requires_isa")
-        if marker is None:
-            continue
-        lacking = missing_isa(marker.args)
-        if lacking:
-            reason = f"CPU lacks {', '.join(lacking)}"
-            if strict:
-                item.add_marker(pytest.mark.xfail(reason=reason, run=False, strict=True))
-                item.add_marker(pytest.mark.usefixtures("_fail_missing_isa"))
-            else:
-                item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.fixture
-def _fail_missing_isa() -> None:
-    pytest.fail("required ISA missing and MORELLO_REQUIRE_ISA=1")
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("requires_isa")
+    if marker is None:
+        return
+    lacking = missing_isa(marker.args)
+    if lacking:
+        reason = f"CPU lacks {', '.join(lacking)}"
+        if os.environ.get("MORELLO_REQUIRE_ISA") == "1":
+            pytest.fail(f"{reason} and MORELLO_REQUIRE_ISA=1")
+        pytest.skip(reason)
