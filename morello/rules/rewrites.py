@@ -18,7 +18,9 @@ import attrs
 from morello.errors import SourceLocation
 from morello.impl import Action, BlockAction, LoopAction, MoveAction
 from morello.layout import layout_by_name
+from morello.dtypes import dtype
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
+from morello.target import Target
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -165,15 +167,21 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
 
 def _destinations(
     rule: SchemaRule, ts: TensorSpec, level: str, ctx: SynthesisContext
-) -> list[TensorSpec]:
+) -> tuple[TensorSpec, ...]:
     """Candidate TensorSpecs for ``ts`` moved into ``level``, deduplicated, in a fixed order."""
-    target = ctx.target
+    return _destinations_for(rule.layouts, ts, level, ctx.target)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _destinations_for(
+    rule_layouts: tuple[str, ...], ts: TensorSpec, level: str, target: Target
+) -> tuple[TensorSpec, ...]:
     lv = target.level(level)
     if not lv.addressed:
         # A cache holds the same bytes: same layout, same contiguity.
-        return [attrs.evolve(ts, level=level, vector_size=None)]
+        return (attrs.evolve(ts, level=level, vector_size=None),)
     rank = len(ts.shape)
-    names = target.layouts if rule.layouts == ("*",) else rule.layouts
+    names = target.layouts if rule_layouts == ("*",) else rule_layouts
     if lv.counts_registers and not lv.vector_bytes:
         # Scalar registers are separate variables: layout means nothing there.
         names = names[:1]
@@ -185,7 +193,7 @@ def _destinations(
             layouts.append(canon)
     vector_sizes: list[int | None] = [None]
     if lv.vector_bytes:
-        elem = ctx.dtype(ts.dtype).size
+        elem = dtype(ts.dtype).size
         vector_sizes = [
             vb // elem
             for vb in lv.vector_bytes
@@ -199,7 +207,7 @@ def _destinations(
             cand = TensorSpec(ts.shape, ts.dtype, level, layout, vs)
             if cand not in out:
                 out.append(cand)
-    return out
+    return tuple(out)
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ are always enabled. Knows no rule set by name.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
@@ -70,7 +71,7 @@ def _read(node: Traversable | Path) -> RuleFile:
     return parse_rule_file(path, text)
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class RuleSet:
     """What one target enables: ops by name, rewrite rules and kernels in file order."""
 
@@ -81,17 +82,23 @@ class RuleSet:
 
     def copy_op(self, rank: int) -> str | None:
         """Name of the first identity op (a move) of operand rank ``rank``."""
+        return self._copy_ops.get(rank)
+
+    @functools.cached_property
+    def _copy_ops(self) -> dict[int, str]:
+        out: dict[int, str] = {}
         for name, op in self.ops.items():
-            if op.is_identity and op.rank(0) == rank:
-                return name
-        return None
+            if op.is_identity:
+                out.setdefault(op.rank(0), name)
+        return out
 
     def kernel(self, name: str) -> Kernel:
-        """The kernel called ``name``."""
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        raise KeyError(name)
+        """The kernel called ``name``; KeyError if absent."""
+        return self._kernels_by_name[name]
+
+    @functools.cached_property
+    def _kernels_by_name(self) -> dict[str, Kernel]:
+        return {k.name: k for k in self.kernels}
 
     def includes(self) -> list[str]:
         """Headers needed by the enabled kernels, in first-use order."""

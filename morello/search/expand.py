@@ -41,24 +41,33 @@ def expand(
     """The spec-dependency graph below ``root``.
 
     ``known(spec)`` may report Specs that are already solved elsewhere (a memo table); they
-    become leaves of the graph and are not expanded.
+    become leaves of the graph (``actions`` None) and are not expanded.
     """
-    graph = nx.DiGraph()
-    graph.add_node(root)
+    # Equal Specs are interned to one object so that the many dictionary lookups below hit
+    # Python's identity fast path instead of comparing Specs field by field.
+    interned: dict[Spec, Spec] = {root: root}
+    node_actions: dict[Spec, list[Action] | None] = {}
+    edges: list[tuple[Spec, Spec]] = []
     queue = deque([root])
     while queue:
         spec = queue.popleft()
         if known is not None and known(spec):
-            graph.nodes[spec]["actions"] = None
+            node_actions[spec] = None
             continue
         actions = spec_actions(spec, ctx)
-        graph.nodes[spec]["actions"] = actions
+        node_actions[spec] = actions
         for action in actions:
             for child in action.children:
-                if child == spec:
-                    raise RuleError(f"rewrite {action.describe()} does not change {spec.describe()}")
-                if child not in graph:
-                    graph.add_node(child)
+                canon = interned.get(child)
+                if canon is None:
+                    if child == spec:
+                        raise RuleError(
+                            f"rewrite {action.describe()} does not change {spec.describe()}"
+                        )
+                    interned[child] = canon = child
                     queue.append(child)
-                graph.add_edge(spec, child)
+                edges.append((spec, canon))
+    graph = nx.DiGraph()
+    graph.add_nodes_from((s, {"actions": a}) for s, a in node_actions.items())
+    graph.add_edges_from(edges)
     return graph
