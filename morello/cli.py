@@ -18,6 +18,7 @@ from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check, missing_isa
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
+from morello.db.sqlite import default_db_path, file_stats, open_table
 from morello.errors import ExitCode, MorelloError, TargetError
 from morello.impl import Impl, KernelAction
 from morello.lang.spec_file import Program, build_program, parse_spec_file
@@ -30,6 +31,8 @@ examples:
   python -m morello --target zen1 examples/matmul_64.lark --check    compile, run, compare with NumPy
   python -m morello --target zen1 examples/matmul_64.lark -o out/mm  write out/mm.c and out/mm.h
   python -m morello --target zen1 examples/matmul_64.lark --impl --stats
+  python -m morello --target zen1 examples/matmul_64.lark --no-db    don't read or write the memo table
+  python -m morello db stats --target zen1                         inspect the memo table
   python -m morello --list-targets
 """
 
@@ -59,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="extra .rules file or folder to load (repeatable; always enabled)",
     )
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help="memo table file (default: a per-target file in the user's cache folder)",
+    )
+    p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
     p.add_argument("--list-targets", action="store_true", help="list installed targets and exit")
     p.add_argument("--version", action="version", version=f"morello {__version__}")
     return p
@@ -66,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m morello``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "db":
+        return _db_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return _run(args)
@@ -89,10 +101,16 @@ def _run(args: argparse.Namespace) -> int:
     ctx = make_context(target_name, plugins, args.rules)
     spec_file = parse_spec_file(args.spec)
     programs = [build_program(f, ctx) for f in spec_file.funcs]
+    db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
+    table = open_table(db_path, ctx)
     solved: list[tuple[Program, Impl, SearchStats]] = []
-    for program in programs:
-        impl, stats = synthesize(program.spec, ctx)
-        solved.append((program, impl, stats))
+    try:
+        for program in programs:
+            impl, stats = synthesize(program.spec, ctx, table)
+            solved.append((program, impl, stats))
+            table.flush()
+    finally:
+        table.close()
     unit = Path(args.output).stem if args.output else Path(args.spec).stem
     source = lower_to_c(unit, [(p, i) for p, i, _ in solved], ctx)
     if args.impl:
@@ -112,6 +130,45 @@ def _run(args: argparse.Namespace) -> int:
         _print_stats(solved, args.json)
     if args.check:
         _check(source.c_text, solved, ctx)
+    return ExitCode.OK
+
+
+def _db_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="morello db",
+        description="Inspect memo-table files.",
+        epilog="example:\n  python -m morello db stats --target zen1 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("stats", help="tables, boxes, points covered and file size")
+    st.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
+    st.add_argument("--target", "-t", help="target whose default file to inspect")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def _db_main(argv: Sequence[str]) -> int:
+    args = _db_parser().parse_args(argv)
+    try:
+        if args.db:
+            path = Path(args.db)
+        else:
+            path = default_db_path(args.target or _default_target(Plugins()))
+        stats = file_stats(path)
+    except MorelloError as exc:
+        print(exc.format(), file=sys.stderr)
+        return int(exc.exit_code)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        ratio = stats["points"] / stats["boxes"] if stats["boxes"] else 0.0
+        print(f"memo table {stats['path']} (target {stats['target']}, format {stats['format']})")
+        print(f"  namespaces   {stats['namespaces']}")
+        print(f"  tables       {stats['tables']}")
+        print(f"  boxes        {stats['boxes']}")
+        print(f"  points       {stats['points']}  ({ratio:.1f} per box)")
+        print(f"  file size    {stats['bytes']} bytes")
     return ExitCode.OK
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from morello.context import SynthesisContext
 from morello.impl import Action, BlockAction, KernelAction, LoopAction, MoveAction
-from morello.spec import Spec, TensorSpec, memory_units
+from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
 
 def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
@@ -49,7 +49,13 @@ def action_peaks(
     child_peaks: Sequence[tuple[int, ...]],
     ctx: SynthesisContext,
 ) -> tuple[int, ...]:
-    """Peak memory per level (limit units) while ``action`` runs."""
+    """The least memory limits (per level, in limit units) under which this Impl is chosen.
+
+    This is the peak memory rounded the way limits are: a move of ``u`` units over a child
+    that needs ``r`` needs ``snap_up(u + r)``, because the move leaves its child
+    ``snap_down(limit - u)``. Since a solution stays optimal for every limit between these
+    requirements and the limits it was found under, the memo table stores it for that range.
+    """
     n = len(ctx.target.levels)
     peak = [0] * n
     for cp in child_peaks:
@@ -58,5 +64,6 @@ def action_peaks(
     if isinstance(action, MoveAction):
         idx = ctx.target.level_index(action.dest.level)
         lv = ctx.target.levels[idx]
-        peak[idx] += memory_units(action.dest, lv, ctx.dtype(action.dest.dtype).size)
+        units = memory_units(action.dest, lv, ctx.dtype(action.dest.dtype).size)
+        peak[idx] = snap_up(peak[idx] + units)
     return tuple(peak)

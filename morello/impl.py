@@ -59,11 +59,15 @@ class BlockAction:
 
 @attrs.frozen
 class MoveAction:
-    """Operand ``operand`` moved to ``dest`` (a new buffer, or a cache residency)."""
+    """Operand ``operand`` moved to ``dest`` (a new buffer, or a cache residency).
+
+    ``layout`` names the layout family chosen for a new buffer (None for a cache).
+    """
 
     rule: str
     operand: int
     dest: TensorSpec
+    layout: str | None
     new_buffer: bool
     prologue: Spec | None
     body: Spec

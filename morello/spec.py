@@ -57,6 +57,11 @@ def snap_down(value: int) -> int:
     return 0 if value <= 0 else 1 << (value.bit_length() - 1)
 
 
+def snap_up(value: int) -> int:
+    """Smallest power of two not below ``value`` (0 stays 0)."""
+    return 0 if value <= 0 else 1 << (value - 1).bit_length()
+
+
 def subtract_limits(
     target: Target, limits: tuple[int, ...], level_idx: int, units: int
 ) -> tuple[int, ...] | None:

@@ -140,5 +140,8 @@ class Target:
         return None
 
     def max_limits(self) -> tuple[int, ...]:
-        """Memory limits of a root Spec: every level at full capacity."""
-        return tuple(lv.limit_units for lv in self.levels)
+        """Memory limits of a root Spec: every level's capacity, snapped down to a power of two.
+
+        All limits are powers of two (see ``spec.subtract_limits``).
+        """
+        return tuple(1 << (lv.limit_units.bit_length() - 1) for lv in self.levels)

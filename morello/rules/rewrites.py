@@ -17,7 +17,7 @@ import attrs
 
 from morello.errors import SourceLocation
 from morello.impl import Action, BlockAction, LoopAction, MoveAction
-from morello.layout import layout_by_name
+from morello.layout import Layout, layout_by_name
 from morello.dtypes import dtype
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 from morello.target import Target
@@ -145,7 +145,7 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
         for dest_name in src_level.moves_to:
             dest_level = target.level(dest_name)
             level_idx = target.level_index(dest_name)
-            for dest in _destinations(rule, ts, dest_level.name, ctx):
+            for layout_name, dest in _destinations(rule, ts, dest_level.name, ctx):
                 if dest == ts:
                     continue
                 new_buffer = dest_level.addressed
@@ -162,35 +162,41 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
                     prologue = Spec(copy_op, (ts, dest), False, limits, spec.serial)
                 if new_buffer and writes:
                     epilogue = Spec(copy_op, (dest, ts), False, limits, spec.serial)
-                yield MoveAction(rule.name, idx, dest, new_buffer, prologue, body, epilogue)
+                yield MoveAction(
+                    rule.name, idx, dest, layout_name, new_buffer, prologue, body, epilogue
+                )
 
 
 def _destinations(
     rule: SchemaRule, ts: TensorSpec, level: str, ctx: SynthesisContext
-) -> tuple[TensorSpec, ...]:
-    """Candidate TensorSpecs for ``ts`` moved into ``level``, deduplicated, in a fixed order."""
+) -> tuple[tuple[str | None, TensorSpec], ...]:
+    """Candidate (layout name, TensorSpec) for ``ts`` moved into ``level``, in a fixed order.
+
+    The layout name is None for a cache, which keeps the source layout. Layout families that
+    coincide on this shape are offered once, under the first name.
+    """
     return _destinations_for(rule.layouts, ts, level, ctx.target)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _destinations_for(
     rule_layouts: tuple[str, ...], ts: TensorSpec, level: str, target: Target
-) -> tuple[TensorSpec, ...]:
+) -> tuple[tuple[str | None, TensorSpec], ...]:
     lv = target.level(level)
     if not lv.addressed:
         # A cache holds the same bytes: same layout, same contiguity.
-        return (attrs.evolve(ts, level=level, vector_size=None),)
+        return ((None, attrs.evolve(ts, level=level, vector_size=None)),)
     rank = len(ts.shape)
     names = target.layouts if rule_layouts == ("*",) else rule_layouts
     if lv.counts_registers and not lv.vector_bytes:
         # Scalar registers are separate variables: layout means nothing there.
         names = names[:1]
-    layouts = []
+    layouts: list[tuple[str, Layout]] = []
     for name in names:
         lay = layout_by_name(name, rank)
         canon = None if lay is None else lay.canonical(ts.shape)
-        if canon is not None and canon not in layouts:
-            layouts.append(canon)
+        if canon is not None and all(canon != have for _, have in layouts):
+            layouts.append((name, canon))
     vector_sizes: list[int | None] = [None]
     if lv.vector_bytes:
         elem = dtype(ts.dtype).size
@@ -201,12 +207,10 @@ def _destinations_for(
             and ts.volume % (vb // elem) == 0
             and target.vector_type(ts.dtype, vb // elem) is not None
         ]
-    out = []
-    for layout in layouts:
+    out: list[tuple[str | None, TensorSpec]] = []
+    for name, layout in layouts:
         for vs in vector_sizes:
-            cand = TensorSpec(ts.shape, ts.dtype, level, layout, vs)
-            if cand not in out:
-                out.append(cand)
+            out.append((name, TensorSpec(ts.shape, ts.dtype, level, layout, vs)))
     return tuple(out)
 
 

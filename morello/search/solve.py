@@ -8,7 +8,7 @@ results are deterministic.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 import networkx as nx
@@ -17,6 +17,7 @@ from morello.context import SynthesisContext
 from morello.cost import action_cost, action_peaks
 from morello.errors import NoImplementationError, RuleError
 from morello.impl import Action, Impl
+from morello.db.table import MISSING, MemoTable, Stored
 from morello.search.expand import expand
 from morello.spec import Spec
 
@@ -47,8 +48,8 @@ def _order_key(sol: Solution, index: int) -> tuple[int, tuple[int, ...], int]:
 def solve(
     graph: nx.DiGraph,
     ctx: SynthesisContext,
-    known: Mapping[Spec, Solution | None] | None = None,
-) -> dict[Spec, Solution | None]:
+    known: Mapping[Spec, Solution | Stored | None] | None = None,
+) -> dict[Spec, Solution | Stored | None]:
     """Best solution of every Spec in ``graph`` (None where no implementation fits).
 
     Nodes whose ``actions`` are None were not expanded; their solutions come from ``known``.
@@ -59,7 +60,7 @@ def solve(
         cycle = nx.find_cycle(graph)
         specs = " -> ".join(u.describe() for u, _ in cycle[:3])
         raise RuleError(f"the rewrites form a cycle: {specs} ...") from None
-    best: dict[Spec, Solution | None] = {}
+    best: dict[Spec, Solution | Stored | None] = {}
     for spec in reversed(order):
         actions = graph.nodes[spec]["actions"]
         if actions is None:
@@ -84,33 +85,67 @@ def solve(
     return best
 
 
-def build_impl(spec: Spec, best: Mapping[Spec, Solution | None]) -> Impl:
+def build_impl(spec: Spec, lookup: Callable[[Spec], Solution | None]) -> Impl:
     """The Impl tree of ``spec`` from per-Spec solutions."""
-    sol = best[spec]
+    sol = lookup(spec)
     assert sol is not None, spec
-    children = tuple(build_impl(c, best) for c in sol.action.children)
+    children = tuple(build_impl(c, lookup) for c in sol.action.children)
     return Impl(spec, sol.action, children, sol.cost, sol.peaks)
 
 
+Memo = dict[Spec, "Solution | None"] | MemoTable
+
+
 def synthesize(
-    spec: Spec, ctx: SynthesisContext, memo: dict[Spec, Solution | None] | None = None
+    spec: Spec, ctx: SynthesisContext, memo: Memo | None = None
 ) -> tuple[Impl, SearchStats]:
     """The cheapest Impl of ``spec`` and statistics of the search.
 
-    ``memo``, if given, holds solutions of earlier searches: Specs found there are not
-    expanded again, and every Spec solved here is added to it.
+    ``memo`` (a MemoTable, or a plain dict of Spec -> Solution) holds earlier solutions: Specs
+    found there are not expanded again, and every Spec solved here is added to it.
 
     Raises:
         NoImplementationError: nothing implements ``spec`` within its memory limits.
     """
     start = time.perf_counter()
-    known = memo.__contains__ if memo is not None else None
+    found: dict[Spec, Solution | Stored | None] = {}
+
+    def known(s: Spec) -> bool:
+        if memo is None:
+            return False
+        if isinstance(memo, dict):
+            if s in memo:
+                found[s] = memo[s]
+                return True
+            return False
+        hit = memo.get(s)
+        if hit is MISSING:
+            return False
+        found[s] = hit  # type: ignore[assignment]
+        return True
+
     graph = expand(spec, ctx, known)
-    best = solve(graph, ctx, memo)
-    if memo is not None:
-        memo.update(best)
-        best = memo
-    if best[spec] is None:
+    best = solve(graph, ctx, found)
+    if isinstance(memo, dict):
+        memo.update((s, b) for s, b in best.items() if s not in found)  # type: ignore[misc]
+    elif memo is not None:
+        for s, b in best.items():
+            if s not in found:
+                memo.put(s, b)  # type: ignore[arg-type]
+
+    def lookup(s: Spec) -> Solution | None:
+        sol = best.get(s, MISSING)
+        if sol is MISSING:
+            sol = memo[s] if isinstance(memo, dict) else memo.get(s)  # type: ignore[union-attr]
+        if isinstance(sol, Stored):
+            assert isinstance(memo, MemoTable)
+            action = memo.resolve(s, sol)
+            if action is None:
+                raise AssertionError(f"memo table decision {sol.decision} fits no action of {s}")
+            return Solution(action, sol.cost, sol.peaks)
+        return sol  # type: ignore[return-value]
+
+    if lookup(spec) is None:
         limits = ", ".join(
             f"{lv.name} {n}{'' if lv.counts_registers else ' lines'}"
             for lv, n in zip(ctx.target.levels, spec.limits, strict=True)
@@ -119,7 +154,7 @@ def synthesize(
             f"no implementation of {spec.describe()} fits the memory limits ({limits}) "
             f"with the rules of target {ctx.target.name}"
         )
-    impl = build_impl(spec, best)
+    impl = build_impl(spec, lookup)
     stats = SearchStats(
         specs_visited=sum(1 for s in graph if graph.nodes[s]["actions"] is not None),
         graph_nodes=graph.number_of_nodes(),

@@ -1,0 +1,1 @@
+"""The memo table: Specs as coordinates, solutions as boxes, persisted in SQLite."""

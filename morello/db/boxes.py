@@ -1,0 +1,135 @@
+"""Boxes of equal solutions: insert, merge, look up.
+
+A box is an inclusive range ``[lo, hi]`` of points of one table, with one value: a decision
+that means the same at every point ("loop over n in steps of 8", "kernel k"), its cost per
+unit of Spec volume, and the memory it requires; or "no implementation". Inserting a box next
+to one with an identical value, with equal extents on every other axis, merges the two.
+
+Lookups go through an index from the *size part* of a point (the coordinates that are not
+memory limits) to the boxes covering it; the few boxes at one size part are scanned over the
+limit coordinates. Size parts are small (log2 of tile sizes), so a box is indexed under a
+handful of entries while lookups stay O(boxes at one size part), however many boxes there are.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+Point = tuple[int, ...]
+Value = tuple[Any, ...] | None  # (decision, cost numerator, denominator, peak coords) or unsat
+
+
+@attrs.define(eq=False)
+class Box:
+    """One stored box; ``db_id`` is its row in a persistent store, if it has one."""
+
+    lo: Point
+    hi: Point
+    value: Value
+    db_id: int | None = None
+
+    def contains(self, p: Point) -> bool:
+        """Whether ``p`` lies in the box."""
+        return all(a <= x <= b for a, x, b in zip(self.lo, p, self.hi, strict=True))
+
+    def volume(self) -> int:
+        """Number of points covered."""
+        v = 1
+        for a, b in zip(self.lo, self.hi, strict=True):
+            v *= b - a + 1
+        return v
+
+
+class BoxTable:
+    """The boxes of one table key. ``nsize`` leading coordinates are the size part."""
+
+    def __init__(self, nsize: int) -> None:
+        self.nsize = nsize
+        self.boxes: set[Box] = set()
+        self._index: dict[Point, list[Box]] = {}
+        self.removed: list[Box] = []  # persisted boxes merged away since the last flush
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+    def _size_points(self, box: Box) -> Iterator[Point]:
+        ranges = [range(box.lo[i], box.hi[i] + 1) for i in range(self.nsize)]
+        return itertools.product(*ranges)
+
+    def _add(self, box: Box) -> None:
+        self.boxes.add(box)
+        for sp in self._size_points(box):
+            self._index.setdefault(sp, []).append(box)
+
+    def _remove(self, box: Box) -> None:
+        self.boxes.discard(box)
+        for sp in self._size_points(box):
+            self._index[sp].remove(box)
+        if box.db_id is not None:
+            self.removed.append(box)
+
+    def lookup(self, p: Point) -> Box | None:
+        """A box containing ``p``, or None."""
+        for box in self._index.get(p[: self.nsize], ()):
+            if box.contains(p):
+                return box
+        return None
+
+    def load(self, box: Box) -> None:
+        """Add a box read from storage, without merging."""
+        self._add(box)
+
+    def insert(self, lo: Point, hi: Point, value: Value) -> Box:
+        """Insert ``[lo, hi]`` with ``value``, merging with identical neighbours.
+
+        A box already covering the whole range with the same value absorbs the insert.
+        """
+        for box in self._index.get(lo[: self.nsize], ()):
+            if box.value == value and box.contains(lo) and box.contains(hi):
+                return box
+        box = Box(lo, hi, value)
+        while True:
+            other = self._mergeable(box)
+            if other is None:
+                break
+            self._remove(other)
+            box = Box(
+                tuple(map(min, box.lo, other.lo)), tuple(map(max, box.hi, other.hi)), value
+            )
+        self._add(box)
+        return box
+
+    def _mergeable(self, box: Box) -> Box | None:
+        """An existing box with the same value whose union with ``box`` is a box."""
+        seen: set[int] = set()
+        for sp in self._neighbour_size_points(box):
+            for other in self._index.get(sp, ()):
+                if id(other) in seen or other.value != box.value:
+                    continue
+                seen.add(id(other))
+                if _union_is_box(box, other):
+                    return other
+        return None
+
+    def _neighbour_size_points(self, box: Box) -> Iterator[Point]:
+        yield box.lo[: self.nsize]
+        for i in range(self.nsize):
+            below = list(box.lo[: self.nsize])
+            below[i] -= 1
+            yield tuple(below)
+            above = list(box.lo[: self.nsize])
+            above[i] = box.hi[i] + 1
+            yield tuple(above)
+
+
+def _union_is_box(a: Box, b: Box) -> bool:
+    """Whether two boxes touch or overlap along one axis and agree on every other."""
+    differing = [i for i in range(len(a.lo)) if (a.lo[i], a.hi[i]) != (b.lo[i], b.hi[i])]
+    if len(differing) != 1:
+        return len(differing) == 0
+    i = differing[0]
+    return a.lo[i] <= b.hi[i] + 1 and b.lo[i] <= a.hi[i] + 1

@@ -1,0 +1,95 @@
+"""Specs as coordinates: a discrete table key and a point in Z>=0^d.
+
+The key holds what has no useful order: the op, whether it accumulates, whether it must be
+serial, and per operand its dtype, level, canonical layout (physical dims and contiguity) and
+vector size. The point holds what is ordered, on the tile scale:
+
+* one coordinate per index variable of the op: ``log2(size)`` for a power of two. A size
+  that is not a power of two goes into the key instead (its coordinate is 0), so such Specs
+  form tables of their own;
+* one coordinate per memory level: ``bit_length(limit)``, i.e. 0 for no memory and
+  ``log2(limit) + 1`` otherwise (limits are always powers of two).
+
+Operand shapes are not stored: they follow from the index sizes through the op's index
+notation. ``spec_to_coords`` and ``coords_to_spec`` are inverse on canonical Specs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from morello.layout import Layout
+from morello.spec import Spec, TensorSpec
+
+if TYPE_CHECKING:
+    from morello.context import SynthesisContext
+
+Key = tuple[Any, ...]
+Point = tuple[int, ...]
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def size_coord(n: int) -> int:
+    """Tile-scale coordinate of a power-of-two size."""
+    return n.bit_length() - 1
+
+
+def limit_coord(n: int) -> int:
+    """Coordinate of a memory limit (a power of two, or 0)."""
+    return n.bit_length()
+
+
+def limit_from_coord(c: int) -> int:
+    """Inverse of ``limit_coord``."""
+    return 0 if c == 0 else 1 << (c - 1)
+
+
+def spec_to_coords(spec: Spec, ctx: SynthesisContext) -> tuple[Key, Point]:
+    """The (table key, point) of a canonical Spec."""
+    opdef = ctx.ruleset.ops[spec.op]
+    sizes = opdef.sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    exact = []
+    size_point = []
+    for v in opdef.index_vars:
+        n = sizes[v]
+        if _is_pow2(n):
+            exact.append(0)
+            size_point.append(size_coord(n))
+        else:
+            exact.append(n)
+            size_point.append(0)
+    operands = tuple(
+        (t.dtype, t.level, t.layout.dims, t.layout.contig, t.vector_size or 0)
+        for t in spec.operands
+    )
+    key = (spec.op, spec.accum, spec.serial, tuple(exact), operands)
+    point = (*size_point, *(limit_coord(n) for n in spec.limits))
+    return key, point
+
+
+def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
+    """The Spec at ``point`` of table ``key``."""
+    op, accum, serial, exact, operands = key
+    opdef = ctx.ruleset.ops[op]
+    nvars = len(opdef.index_vars)
+    sizes = {
+        v: (e if e else 1 << c)
+        for v, e, c in zip(opdef.index_vars, exact, point[:nvars], strict=True)
+    }
+    limits = tuple(limit_from_coord(c) for c in point[nvars:])
+    tensors = []
+    for i, (dtype, level, dims, contig, vs) in enumerate(operands):
+        layout = Layout(tuple(tuple(d) for d in dims), contig)
+        tensors.append(
+            TensorSpec(opdef.operand_shape(i, sizes), dtype, level, layout, vs or None)
+        )
+    return Spec(op, tuple(tensors), accum, limits, serial)
+
+
+def size_dims(spec_key: Key, ctx: SynthesisContext) -> int:
+    """How many leading coordinates of a point are sizes (the rest are limits)."""
+    return len(ctx.ruleset.ops[spec_key[0]].index_vars)
