@@ -1,0 +1,63 @@
+"""Spec <-> (table key, point) round trips, on canonical Specs drawn by hypothesis."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from morello.context import SynthesisContext
+from morello.db.coords import coords_to_spec, spec_to_coords
+from morello.layout import layout_by_name
+from morello.spec import Spec, TensorSpec
+
+SIZES = st.one_of(st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 1024]), st.integers(1, 100))
+
+
+@st.composite
+def tensor_specs(draw: st.DrawFn, shape: tuple[int, ...], ctx: SynthesisContext) -> TensorSpec:
+    level = draw(st.sampled_from([lv.name for lv in ctx.target.levels]))
+    name = draw(st.sampled_from(ctx.target.layouts))
+    layout = layout_by_name(name, len(shape))
+    assert layout is not None
+    canon = layout.canonical(shape)
+    assert canon is not None
+    canon = type(canon)(canon.dims, draw(st.integers(0, len(canon.dims))))
+    vs = None
+    lv = ctx.target.level(level)
+    if lv.vector_bytes:
+        lanes = [vb // 4 for vb in lv.vector_bytes if (vb // 4) and len(shape)]
+        vs = draw(st.sampled_from(lanes))
+    return TensorSpec(shape, "f32", level, canon, vs)
+
+
+@st.composite
+def matmul_specs(draw: st.DrawFn, ctx: SynthesisContext) -> Spec:
+    m, k, n = draw(SIZES), draw(SIZES), draw(SIZES)
+    shapes = [(m, k), (k, n), (m, n)]
+    operands = [draw(tensor_specs(s, ctx)) for s in shapes]
+    limits = tuple(
+        draw(st.sampled_from([0] + [1 << i for i in range(lv.limit_units.bit_length())]))
+        for lv in ctx.target.levels
+    )
+    return Spec("matmul", tuple(operands), draw(st.booleans()), limits, draw(st.booleans()))
+
+
+@given(data=st.data())
+def test_coords_spec_point_spec_round_trips(ctx: SynthesisContext, data: st.DataObject) -> None:
+    spec = data.draw(matmul_specs(ctx))
+    key, point = spec_to_coords(spec, ctx)
+    assert all(isinstance(c, int) and c >= 0 for c in point)
+    assert coords_to_spec(key, point, ctx) == spec
+
+
+def test_coords_pow2_sizes_are_log2_and_others_go_to_the_key(ctx: SynthesisContext) -> None:
+    row = layout_by_name("row_major", 2)
+    assert row is not None
+    ts = [
+        TensorSpec(s, "f32", "GL", row.canonical(s))  # type: ignore[arg-type]
+        for s in [(8, 3), (3, 16), (8, 16)]
+    ]
+    spec = Spec("matmul", ts, False, ctx.target.max_limits())
+    key, point = spec_to_coords(spec, ctx)
+    assert point[:3] == (3, 4, 0)  # m = 2^3, n = 2^4, k = 3 is not a power of two
+    assert key[3] == (0, 0, 3)

@@ -1,0 +1,135 @@
+"""The persisted memo table: warm runs, damage, incompatibility, concurrency, SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from morello.cli import main
+
+SPEC = """
+func mm_{n}(a: f32[{n}, {n}], b: f32[{n}, {n}]) -> c: f32[{n}, {n}] {{
+    c = matmul(a, b)
+}}
+"""
+
+
+def _spec_file(tmp_path: Path, *sizes: int, name: str = "s.lark") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(SPEC.format(n=n) for n in sizes), encoding="utf-8")
+    return path
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sqlite_warm_run_emits_identical_c_without_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, 8)
+    db = tmp_path / "memo.sqlite3"
+    code, cold, _ = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
+    assert code == 0
+    code, warm, err = _run(
+        ["--target", "zen1", str(spec), "--db", str(db), "--stats", "--json"], capsys
+    )
+    assert code == 0
+    assert warm.startswith(cold)
+    assert '"specs_visited": 0' in warm
+
+
+def test_sqlite_damaged_file_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, 2)
+    db = tmp_path / "memo.sqlite3"
+    db.write_bytes(b"this is not a database" * 100)
+    code, out, err = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"morello: error: memo table {db} is damaged or not a database")
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_sqlite_other_target_stamp_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, 2)
+    db = tmp_path / "memo.sqlite3"
+    assert _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)[0] == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET v = 'other' WHERE k = 'target'")
+    code, _, err = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
+    assert code == 2
+    assert "belongs to target 'other', not 'zen1'" in err
+
+
+def test_sqlite_db_stats_reports_boxes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec_file(tmp_path, 4)
+    db = tmp_path / "memo.sqlite3"
+    assert _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)[0] == 0
+    code, out, _ = _run(["db", "stats", "--db", str(db), "--json"], capsys)
+    assert code == 0
+    import json
+
+    stats = json.loads(out)
+    assert stats["boxes"] > 0 and stats["points"] >= stats["boxes"] and stats["bytes"] > 0
+    assert stats["target"] == "zen1"
+
+
+def _integrity(db: Path) -> str:
+    with sqlite3.connect(db) as conn:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "morello", "--target", "zen1", *args]
+
+
+@pytest.mark.slow
+def test_sqlite_two_writers_at_once_both_succeed(tmp_path: Path) -> None:
+    db = tmp_path / "memo.sqlite3"
+    s1 = _spec_file(tmp_path, 8, 2, name="one.lark")
+    s2 = _spec_file(tmp_path, 4, 16, name="two.lark")
+    procs = [
+        subprocess.Popen(_cli(str(s), "--db", str(db)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for s in (s1, s2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    assert _integrity(db) == "ok"
+    for spec, (out, _) in zip((s1, s2), outs, strict=True):
+        warm = subprocess.run(
+            _cli(str(spec), "--db", str(db), "--stats", "--json"),
+            capture_output=True, text=True, check=True,
+        )
+        assert warm.stdout.startswith(out.decode())
+        assert '"specs_visited": 0' in warm.stdout
+
+
+@pytest.mark.slow
+def test_sqlite_sigkill_mid_run_leaves_a_usable_file(tmp_path: Path) -> None:
+    db = tmp_path / "memo.sqlite3"
+    many = _spec_file(tmp_path, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, name="many.lark")
+    proc = subprocess.Popen(_cli(str(many), "--db", str(db)), stdout=subprocess.DEVNULL)
+    time.sleep(6)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _integrity(db) == "ok"
+    small = _spec_file(tmp_path, 4, name="small.lark")
+    fresh = subprocess.run(_cli(str(small), "--no-db"), capture_output=True, text=True, check=True)
+    again = subprocess.run(
+        _cli(str(small), "--db", str(db), "--check"), capture_output=True, text=True, check=True
+    )
+    assert again.stdout == fresh.stdout
