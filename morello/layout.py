@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -52,13 +53,13 @@ class Layout:
             if block is None:
                 out[idx] = remaining[ld]
                 remaining[ld] = 1
+            elif remaining[ld] < block:
+                # A tile narrower than the block lies within one block.
+                out[idx] = remaining[ld]
+                remaining[ld] = 1
+            elif remaining[ld] % block != 0:
+                return None
             else:
-                if remaining[ld] % block != 0:
-                    if remaining[ld] < block and _is_outermost_of(self.dims, idx):
-                        out[idx] = remaining[ld]
-                        remaining[ld] = 1
-                        continue
-                    return None
                 out[idx] = block
                 remaining[ld] //= block
         if any(r != 1 for r in remaining):
@@ -219,13 +220,48 @@ def col_major(rank: int) -> Layout:
     return Layout(tuple((d, None) for d in reversed(range(rank))), rank)
 
 
+def packed_cols(rank: int, block: int) -> Layout:
+    """Panels of ``block`` consecutive last-dim indices, one after another.
+
+    Within a panel the elements are row-major: for a [K, N] matrix with ``block = 16`` this
+    is N/16 panels, each a K x 16 row-major block (B as GEMM micro-kernels like to read it).
+    """
+    dims = [(rank - 1, None), *((d, None) for d in range(rank - 1)), (rank - 1, block)]
+    return Layout(tuple(dims), len(dims))
+
+
+def packed_rows(rank: int, block: int) -> Layout:
+    """Panels of ``block`` consecutive first-dim indices; column-major within a panel.
+
+    For an [M, K] matrix with ``block = 4`` this is M/4 panels, each storing, for every k,
+    the 4 values of its rows next to each other (A as GEMM micro-kernels like to read it).
+    """
+    dims = [(0, None), *((d, None) for d in range(1, rank)), (0, block)]
+    return Layout(tuple(dims), len(dims))
+
+
 LAYOUT_FAMILIES: Final[dict[str, Callable[[int], Layout]]] = {
     "row_major": row_major,
     "col_major": col_major,
 }
 
+PARAMETRIC_FAMILIES: Final[dict[str, Callable[[int, int], Layout]]] = {
+    "packed_cols": packed_cols,
+    "packed_rows": packed_rows,
+}
+
+_PARAMETRIC = re.compile(r"^([a-z_]+)\((\d+)\)$")
+
 
 def layout_by_name(name: str, rank: int) -> Layout | None:
-    """The layout family ``name`` at ``rank``; None if no such family."""
+    """The layout family ``name`` at ``rank`` (``row_major``, ``packed_cols(16)``, ...).
+
+    Returns None if no family has that name.
+    """
     ctor = LAYOUT_FAMILIES.get(name)
-    return None if ctor is None else ctor(rank)
+    if ctor is not None:
+        return ctor(rank)
+    m = _PARAMETRIC.match(name)
+    if m and m.group(1) in PARAMETRIC_FAMILIES and int(m.group(2)) > 1 and rank >= 2:
+        return PARAMETRIC_FAMILIES[m.group(1)](rank, int(m.group(2)))
+    return None
