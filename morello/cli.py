@@ -26,14 +26,14 @@ from morello.plugins import Plugins
 from morello.search.solve import SearchStats, synthesize
 
 EPILOG = """\
-examples:
-  python -m morello --target zen1 examples/matmul_64.lark            print the C
-  python -m morello --target zen1 examples/matmul_64.lark --check    compile, run, compare with NumPy
-  python -m morello --target zen1 examples/matmul_64.lark -o out/mm  write out/mm.c and out/mm.h
-  python -m morello --target zen1 examples/matmul_64.lark --impl --stats
-  python -m morello --target zen1 examples/matmul_64.lark --no-db    don't read or write the memo table
-  python -m morello db stats --target zen1                         inspect the memo table
+examples (TARGET is a name that --list-targets prints):
   python -m morello --list-targets
+  python -m morello --target TARGET examples/matmul_64.lark           print the C
+  python -m morello --target TARGET examples/matmul_64.lark --check   compile, run, compare
+  python -m morello --target TARGET examples/matmul_64.lark -o out/mm write out/mm.c, out/mm.h
+  python -m morello --target TARGET examples/matmul_64.lark --impl --stats
+  python -m morello --target TARGET examples/matmul_64.lark --no-db   keep no memo table file
+  python -m morello db stats --target TARGET                          inspect the memo table
 """
 
 
@@ -46,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("spec", nargs="?", help="spec file (.lark) to synthesize")
     p.add_argument("--target", "-t", help="target to synthesize for (see --list-targets)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write FILE.c and FILE.h instead of printing C")
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="write FILE.c and FILE.h instead of printing C"
+    )
     p.add_argument("--impl", action="store_true", help="print the Impl tree instead of C")
     p.add_argument("--stats", action="store_true", help="print search statistics")
     p.add_argument("--json", action="store_true", help="print statistics as JSON (with --stats)")
@@ -78,7 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "db":
         return _db_main(argv[1:])
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors: argparse has printed
+        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
     try:
         return _run(args)
     except MorelloError as exc:
@@ -97,9 +102,9 @@ def _run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.spec is None:
         raise MorelloError("no spec file given (see --help)")
+    spec_file = parse_spec_file(args.spec)  # syntax errors need no target
     target_name = args.target or _default_target(plugins)
     ctx = make_context(target_name, plugins, args.rules)
-    spec_file = parse_spec_file(args.spec)
     programs = [build_program(f, ctx) for f in spec_file.funcs]
     db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
     table = open_table(db_path, ctx)
@@ -137,7 +142,7 @@ def _db_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="morello db",
         description="Inspect memo-table files.",
-        epilog="example:\n  python -m morello db stats --target zen1 --json",
+        epilog="example:\n  python -m morello db stats --target TARGET --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True)

@@ -46,26 +46,33 @@ class MorelloError(Exception):
 
     def format(self) -> str:
         """Render the error as GCC does: ``path:line:col: error: msg`` plus the source line."""
+        head = self.headline()
         if self.loc is None:
-            return f"morello: error: {self.message}"
-        head = f"{self.loc}: error: {self.message}"
-        source_line = _read_line(self.loc.path, self.loc.line)
-        if source_line is None:
             return head
-        caret = " " * (self.loc.column - 1) + "^"
-        return f"{head}\n    {source_line}\n    {caret}"
+        source_line = _read_line(self.loc.path, self.loc.line)
+        if source_line is None or not source_line.strip():
+            return head
+        # Columns count characters; expand tabs the same way in the line and before the caret.
+        indent = len(source_line[: max(self.loc.column - 1, 0)].expandtabs(4))
+        return f"{head}\n    {source_line.expandtabs(4)}\n    {' ' * indent}^"
+
+    def headline(self) -> str:
+        """The first line of ``format()``: ``path:line:col: error: msg`` (or no place)."""
+        where = "morello" if self.loc is None else str(self.loc)
+        return f"{where}: error: {self.message}"
 
     def __str__(self) -> str:
-        return self.format().splitlines()[0]
+        return self.headline()
 
 
 def _read_line(path: str, line: int) -> str | None:
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        # Split as the parsers count lines: on "\n" only.
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError):
         return None
     if 1 <= line <= len(lines):
-        return lines[line - 1].expandtabs(4)
+        return lines[line - 1].rstrip("\r")
     return None
 
 

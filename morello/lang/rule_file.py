@@ -7,16 +7,27 @@ declared somewhere, its levels exist on the target) happen when a rule set is as
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
+from typing import Final
 
 import attrs
 import lark
 
 from morello.errors import RuleError, RuleSyntaxError, SourceLocation
-from morello.lang._lark import loc_of, parse
+from morello.lang._lark import loc_of, parse, read_failure
 from morello.lang.syntax import tensor_type
-from morello.rules.index_notation import Access, BinOp, Const, Expr, Func, OpDef, Reduce
+from morello.rules.index_notation import (
+    FUNCS,
+    Access,
+    BinOp,
+    Const,
+    Expr,
+    Func,
+    OpDef,
+    Reduce,
+)
 from morello.rules.kernels import PLACEHOLDER, CostTerm, Kernel, OperandPattern
 from morello.rules.rewrites import (
     SCHEMAS,
@@ -56,15 +67,9 @@ def parse_rule_file(path: str | Path, text: str | None = None) -> RuleFile:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise RuleError(f"cannot read rule file {path}: {_reason(exc)}") from None
+            raise RuleError(f"cannot read rule file {path}: {read_failure(exc)}") from None
     tree = parse("rules.lark", text, path, RuleSyntaxError)
     return _Builder(path).build(tree)
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return str(exc)
 
 
 class _Builder:
@@ -104,63 +109,86 @@ class _Builder:
     def _op_def(self, item: lark.Tree[lark.Token]) -> None:
         name_tok = item.children[0]
         rest = item.children[1:]
-        inputs: list[Access] = []
+        decls: list[tuple[Access, SourceLocation]] = []
         if len(rest) == 3:
             params = rest[0]
             assert isinstance(params, lark.Tree)
-            inputs = [self._access(a) for a in params.children]  # type: ignore[arg-type]
+            decls = [self._access(a) for a in params.children]  # type: ignore[arg-type]
             rest = rest[1:]
         out_tree, expr_tree = rest
-        output = self._access(out_tree)  # type: ignore[arg-type]
-        expr = self._expr(expr_tree)  # type: ignore[arg-type]
-        names = [a.tensor for a in (*inputs, output)]
-        loc = self.loc(item)
-        dup = next((n for n in names if names.count(n) > 1), None)
-        if dup:
-            raise RuleError(f"op {name_tok}: operand {dup!r} declared twice", loc)
-        for acc in _all_accesses(expr):
-            decl = next((a for a in inputs if a.tensor == acc.tensor), None)
+        out_decl = self._access(out_tree)  # type: ignore[arg-type]
+        uses: list[tuple[Access, SourceLocation]] = []
+        expr = self._expr(expr_tree, uses)  # type: ignore[arg-type]
+        name = str(name_tok)
+        seen: set[str] = set()
+        for acc, acc_loc in (*decls, out_decl):
+            if acc.tensor in seen:
+                raise RuleError(f"op {name}: operand {acc.tensor!r} is declared twice", acc_loc)
+            seen.add(acc.tensor)
+        inputs = {acc.tensor: acc for acc, _ in decls}
+        for acc, acc_loc in uses:
+            decl = inputs.get(acc.tensor)
             if decl is None:
-                raise RuleError(f"op {name_tok}: {acc.tensor!r} is not an input", loc)
+                known = f"inputs: {', '.join(inputs)}" if inputs else "it has no inputs"
+                raise RuleError(f"op {name}: unknown tensor {acc.tensor!r} ({known})", acc_loc)
             if len(decl.indices) != len(acc.indices):
+                used = len(acc.indices)
                 raise RuleError(
-                    f"op {name_tok}: {acc.tensor} has rank {len(decl.indices)}, "
-                    f"used with {len(acc.indices)} indices",
-                    loc,
+                    f"op {name}: {acc.tensor} has rank {len(decl.indices)} "
+                    f"but is used with {used} ind{'ex' if used == 1 else 'ices'}",
+                    acc_loc,
                 )
-        opdef = OpDef(str(name_tok), tuple(inputs), output, expr, loc)
+        loc = self.loc(item)
+        opdef = OpDef(name, tuple(inputs.values()), out_decl[0], expr, loc)
+        for acc, acc_loc in uses:
+            stray = next((ix for ix in acc.indices if ix not in opdef.index_vars), None)
+            if stray is not None:
+                raise RuleError(
+                    f"op {name}: index {stray!r} is not declared by any operand", acc_loc
+                )
         reduced = _reduced(expr)
         for v in opdef.reduction_vars:
             if v not in reduced:
                 raise RuleError(
-                    f"op {name_tok}: index {v!r} is not in the output and not summed", loc
+                    f"op {name}: index {v!r} is not in the output and not summed",
+                    self.loc(expr_tree),  # type: ignore[arg-type]
                 )
         self.ops.append(opdef)
 
-    def _access(self, tree: lark.Tree[lark.Token]) -> Access:
+    def _access(self, tree: lark.Tree[lark.Token]) -> tuple[Access, SourceLocation]:
         name, *indices = (str(t) for t in tree.children)
-        return Access(name, tuple(indices))
+        return Access(name, tuple(indices)), self.loc(tree)
 
-    def _expr(self, tree: lark.Tree[lark.Token] | lark.Token) -> Expr:
+    def _expr(
+        self, tree: lark.Tree[lark.Token] | lark.Token, uses: list[tuple[Access, SourceLocation]]
+    ) -> Expr:
         if isinstance(tree, lark.Token):
             raise AssertionError(tree)
         kind = tree.data
         ch = tree.children
         if kind == "access":
-            return self._access(tree)
+            use = self._access(tree)
+            uses.append(use)
+            return use[0]
         if kind == "const":
             return Const(float(str(ch[0])))
         if kind in ("add", "sub", "mul"):
             op = {"add": "+", "sub": "-", "mul": "*"}[str(kind)]
-            return BinOp(op, self._expr(ch[0]), self._expr(ch[1]))
+            return BinOp(op, self._expr(ch[0], uses), self._expr(ch[1], uses))
         if kind == "func":
             fname = str(ch[0])
-            if fname not in ("max", "min"):
-                raise RuleError(f"unknown function {fname!r} (known: max, min)", self.loc(tree))
-            return Func(fname, tuple(self._expr(c) for c in ch[1:]))
+            if fname not in FUNCS:
+                known = ", ".join(sorted(FUNCS))
+                raise RuleError(f"unknown function {fname!r} (known: {known})", self.loc(tree))
+            arity = FUNCS[fname].nin
+            if len(ch) - 1 != arity:
+                raise RuleError(
+                    f"{fname} takes {arity} arguments, found {len(ch) - 1}", self.loc(tree)
+                )
+            return Func(fname, tuple(self._expr(c, uses) for c in ch[1:]))
         if kind == "reduce":
             *idx, body = ch
-            return Reduce(tuple(str(i) for i in idx), self._expr(body))
+            return Reduce(tuple(str(i) for i in idx), self._expr(body, uses))
         raise AssertionError(kind)
 
     # ---- rewrites ------------------------------------------------------------------------
@@ -170,9 +198,10 @@ class _Builder:
         assert isinstance(pats, lark.Tree)
         loc = self.loc(item)
         if str(name_tok) not in SCHEMAS:
+            close = difflib.get_close_matches(str(name_tok), SCHEMAS, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(SCHEMAS)}"
             raise RuleError(
-                f"unknown rewrite schema {str(name_tok)!r} (known: {', '.join(SCHEMAS)}); "
-                "op-specific rewrites are written 'rewrite name: op(args) -> out => { ... }'",
+                f"unknown rewrite schema {str(name_tok)!r} ({hint})",
                 self.loc(name_tok),  # type: ignore[arg-type]
             )
         patterns = []
@@ -209,12 +238,15 @@ class _Builder:
         for st in ch[idx + 1 :]:
             assert isinstance(st, lark.Tree)
             target, assign, sop, *rest = st.children
-            args = tuple(str(t) for t in rest[0].children) if rest else ()  # type: ignore[union-attr]
-            for n in (*args, str(target)):
-                if n not in known:
+            arg_toks = list(rest[0].children) if rest else []  # type: ignore[union-attr]
+            for tok in (target, *arg_toks):
+                if str(tok) not in known:
                     raise RuleError(
-                        f"rewrite {name}: {n!r} is not an operand of the pattern", self.loc(st)
+                        f"rewrite {name}: unknown tensor {str(tok)!r} "
+                        f"(the pattern names {', '.join(known)})",
+                        self.loc(tok),
                     )
+            args = tuple(str(t) for t in arg_toks)
             stages.append(Stage(str(target), str(assign) == "+=", str(sop), args))
         self.rules.append(DecomposeRule(name, op, params, output, tuple(stages), self.loc(item)))
 
@@ -224,36 +256,23 @@ class _Builder:
         name_tok, pattern, cost_clause, c_clause = item.children
         assert isinstance(pattern, lark.Tree)
         out_tree, assign, op_tok, *rest = pattern.children
-        ins = []
-        if rest:
-            ins = [self._operand(o) for o in rest[0].children]  # type: ignore[union-attr,arg-type]
-        out = self._operand(out_tree)  # type: ignore[arg-type]
-        operands = (*ins, out)
-        names = [o.name for o in operands]
-        dup = next((n for n in names if names.count(n) > 1), None)
-        if dup:
-            raise RuleError(f"kernel {name_tok}: operand {dup!r} named twice", self.loc(pattern))
+        trees = [*(rest[0].children if rest else ()), out_tree]  # type: ignore[union-attr]
+        operands = tuple(self._operand(t) for t in trees)  # type: ignore[arg-type]
+        names: list[str] = []
+        for pat, tree in zip(operands, trees, strict=True):
+            if pat.name in names:
+                raise RuleError(
+                    f"kernel {name_tok}: operand {pat.name!r} is declared twice",
+                    self.loc(tree),
+                )
+            names.append(pat.name)
         assert isinstance(cost_clause, lark.Tree) and isinstance(c_clause, lark.Tree)
         cost = self._cost(cost_clause.children[0])  # type: ignore[arg-type]
         lines = []
         for tok in c_clause.children:
             assert isinstance(tok, lark.Token)
-            line = _unescape(str(tok)[1:-1])
-            for m in PLACEHOLDER.finditer(line):
-                if m.group(2) not in names:
-                    raise RuleError(
-                        f"kernel {name_tok}: template names unknown operand {{{m.group(0)[1:-1]}}}"
-                        f" (operands: {', '.join(names)})",
-                        self.loc(tok),
-                    )
-            stray = _stray_brace(line)
-            if stray is not None:
-                raise RuleError(
-                    f"kernel {name_tok}: unknown placeholder {stray}; "
-                    "templates allow only {x} and {&x} for operands x",
-                    self.loc(tok),
-                )
-            lines.append(line)
+            self._check_template(str(name_tok), tok, names)
+            lines.append(_unescape(str(tok)[1:-1]))
         self.kernels.append(
             Kernel(
                 name=str(name_tok),
@@ -268,6 +287,25 @@ class _Builder:
                 loc=self.loc(item),
             )
         )
+
+    def _check_template(self, kernel: str, tok: lark.Token, operands: list[str]) -> None:
+        """Every ``{...}`` in a template line is ``{x}`` or ``{&x}`` for an operand ``x``."""
+        raw = str(tok)[1:-1]
+        for m in _BRACE_GROUP.finditer(raw):
+            loc = SourceLocation(self.path, tok.line or 1, (tok.column or 1) + 1 + m.start())
+            placeholder = PLACEHOLDER.fullmatch(m.group(0))
+            if placeholder is None:
+                raise RuleError(
+                    f"kernel {kernel}: invalid placeholder {m.group(0)}; "
+                    "templates allow only {x} and {&x} for an operand x",
+                    loc,
+                )
+            if placeholder.group(2) not in operands:
+                raise RuleError(
+                    f"kernel {kernel}: unknown placeholder {m.group(0)} "
+                    f"(operands: {', '.join(operands)})",
+                    loc,
+                )
 
     def _operand(self, tree: lark.Tree[lark.Token]) -> OperandPattern:
         name_tok, tt_tree = tree.children
@@ -299,18 +337,6 @@ class _Builder:
         return (CostTerm(factor, tuple(names)),)
 
 
-def _all_accesses(e: Expr) -> list[Access]:
-    if isinstance(e, Access):
-        return [e]
-    if isinstance(e, BinOp):
-        return _all_accesses(e.lhs) + _all_accesses(e.rhs)
-    if isinstance(e, Func):
-        return [a for x in e.args for a in _all_accesses(x)]
-    if isinstance(e, Reduce):
-        return _all_accesses(e.body)
-    return []
-
-
 def _reduced(e: Expr) -> set[str]:
     if isinstance(e, Reduce):
         return set(e.indices) | _reduced(e.body)
@@ -325,13 +351,5 @@ def _unescape(s: str) -> str:
     return s.replace('\\"', '"').replace("\\\\", "\\")
 
 
-_BAD_PLACEHOLDER = re.compile(r"\{[^{}\s]+\}")
-
-
-def _stray_brace(line: str) -> str | None:
-    """A brace group that looks like a placeholder but is not ``{x}`` or ``{&x}``.
-
-    Braces with spaces inside (C blocks, compound literals written ``{ 0 }``) pass.
-    """
-    m = _BAD_PLACEHOLDER.search(PLACEHOLDER.sub("", line))
-    return None if m is None else m.group(0)
+# A brace group with no space inside is a placeholder; ``{ 0 }`` and C blocks pass through.
+_BRACE_GROUP: Final = re.compile(r"\{[^{}\s]+\}")

@@ -7,6 +7,7 @@ index sizes (reporting shape mismatches), and builds the root Spec. Knows no op 
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,13 +16,14 @@ import lark
 
 from morello.dtypes import DTYPES
 from morello.errors import SourceLocation, SpecError, SpecSyntaxError
-from morello.lang._lark import loc_of, parse
+from morello.lang._lark import loc_of, parse, read_failure
 from morello.lang.syntax import TensorType, tensor_type
 from morello.layout import LAYOUT_FAMILIES, Layout, layout_by_name
 from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
+    from morello.rules.index_notation import Access, OpDef
 
 
 @attrs.frozen
@@ -91,8 +93,7 @@ def parse_spec_file(path: str | Path, text: str | None = None) -> SpecFile:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-            raise SpecError(f"cannot read spec file {path}: {reason}") from None
+            raise SpecError(f"cannot read spec file {path}: {read_failure(exc)}") from None
     tree = parse("spec.lark", text, path, SpecSyntaxError)
     return SpecFile(path, tuple(_func(path, f) for f in tree.children))  # type: ignore[arg-type]
 
@@ -190,114 +191,181 @@ def build_program(func: FuncDef, ctx: SynthesisContext) -> Program:
     """Check ``func`` against the rule set and build its root Spec.
 
     Raises:
-        SpecError: unknown op or name, arity, shape or dtype mismatch, or a graph of more
-            ops than synthesis supports.
+        SpecError: unknown op or name, arity, rank, shape or dtype mismatch, or a graph of
+            more ops than synthesis supports.
     """
-    levels = [lv.name for lv in ctx.target.levels]
-    env: dict[str, TensorSpec] = {}
-    for p in func.params:
-        if p.name in env:
-            raise SpecError(f"parameter {p.name!r} declared twice", p.loc)
-        env[p.name] = tensor_spec_of(p.type, f"parameter {p.name}", levels)
-    if func.result.name in env:
-        raise SpecError(f"result {func.result.name!r} has the name of a parameter", func.result.loc)
-    result = tensor_spec_of(func.result.type, f"result {func.result.name}", levels)
-    apps: list[tuple[Call, list[TensorSpec], TensorSpec]] = []
+    checker = _Checker(func, ctx)
+    apps = checker.check()  # the result is assigned an op application, so there is one
+    if len(apps) > 1:
+        raise SpecError(
+            f"function {func.name} applies {len(apps)} ops; synthesis of graphs of several "
+            "ops is not supported yet (write one op per function)",
+            apps[1].call.loc,
+        )
+    (app,) = apps
+    limits = ctx.target.max_limits()
+    spec = Spec(app.call.op, (*app.args, app.produced), False, limits, serial=not func.parallel)
+    operand_params = (*(a.name for a in app.call.args if isinstance(a, Var)), func.result.name)
+    params = tuple((p.name, checker.env[p.name]) for p in func.params)
+    return Program(func.name, spec, params, (func.result.name, checker.result), operand_params)
 
-    def infer(expr: Call | Var, out: TensorSpec | None) -> TensorSpec:
+
+@attrs.frozen
+class _App:
+    """One op application found by the check pass, with its operand TensorSpecs."""
+
+    call: Call
+    args: tuple[TensorSpec, ...] = attrs.field(converter=tuple)
+    produced: TensorSpec
+
+
+class _Checker:
+    """Infers the TensorSpec of every statement of one function, reporting the first error."""
+
+    def __init__(self, func: FuncDef, ctx: SynthesisContext) -> None:
+        self.func = func
+        self.ctx = ctx
+        self.levels = [lv.name for lv in ctx.target.levels]
+        self.env: dict[str, TensorSpec] = {}
+        self.apps: list[_App] = []
+        for p in func.params:
+            if p.name in self.env:
+                raise SpecError(f"parameter {p.name!r} is declared twice", p.loc)
+            self.env[p.name] = tensor_spec_of(p.type, f"parameter {p.name}", self.levels)
+        res = func.result
+        if res.name in self.env:
+            raise SpecError(f"result {res.name!r} has the name of a parameter", res.loc)
+        self.result = tensor_spec_of(res.type, f"result {res.name}", self.levels)
+
+    def check(self) -> list[_App]:
+        params = {p.name for p in self.func.params}
+        for st in self.func.stmts:
+            if st.target in params:
+                raise SpecError(f"{st.target!r} is a parameter and cannot be assigned", st.loc)
+            if st.target in self.env:
+                raise SpecError(f"{st.target!r} is assigned more than once", st.loc)
+            is_result = st.target == self.func.result.name
+            self.env[st.target] = self.infer(st.expr, st if is_result else None)
+        if self.func.result.name not in self.env:
+            res = self.func.result
+            raise SpecError(f"result {res.name!r} is never assigned", res.loc)
+        return self.apps
+
+    def infer(self, expr: Call | Var, stmt: Stmt | None) -> TensorSpec:
+        """The TensorSpec of ``expr``; ``stmt`` is given when it assigns the declared result."""
         if isinstance(expr, Var):
-            if expr.name not in env:
-                raise SpecError(f"unknown name {expr.name!r}", expr.loc)
-            return env[expr.name]
-        if expr.op not in ctx.ruleset.ops:
-            known = ", ".join(sorted(ctx.ruleset.ops))
-            raise SpecError(f"unknown op {expr.op!r} (known: {known})", expr.loc)
-        opdef = ctx.ruleset.ops[expr.op]
-        if len(expr.args) != len(opdef.inputs):
-            raise SpecError(
-                f"{expr.op} takes {len(opdef.inputs)} argument(s), found {len(expr.args)}",
-                expr.loc,
-            )
-        args = [infer(a, None) for a in expr.args]
-        for a, acc, arg in zip(args, opdef.inputs, expr.args, strict=True):
-            if len(a.shape) != len(acc.indices):
+            if expr.name not in self.env:
                 raise SpecError(
-                    f"{expr.op}: argument {acc.tensor} must have rank {len(acc.indices)}, "
-                    f"found {len(a.shape)}",
-                    arg.loc,
-                )
-        dtypes = {a.dtype for a in args}
-        if len(dtypes) > 1:
-            found = ", ".join(a.dtype for a in args)
-            raise SpecError(f"{expr.op}: arguments must share a dtype, found {found}", expr.loc)
-        sizes: dict[str, int] = {}
-        for a, acc in zip(args, opdef.inputs, strict=True):
-            for dim, (ix, n) in enumerate(zip(acc.indices, a.shape, strict=True)):
-                if ix in sizes and sizes[ix] != n:
-                    raise SpecError(
-                        f"{expr.op}: dimension {dim} of {acc.tensor} ({ix}) is {n}, "
-                        f"but an earlier operand gives {ix} = {sizes[ix]}",
-                        expr.loc,
-                    )
-                sizes[ix] = n
-        dtype_name = args[0].dtype if args else (out.dtype if out else "f32")
-        if out is not None:
-            if len(out.shape) != len(opdef.output.indices):
-                raise SpecError(
-                    f"{expr.op}: result must have rank {len(opdef.output.indices)}, "
-                    f"found {len(out.shape)}",
+                    f"unknown tensor {expr.name!r} (not a parameter or an earlier result)",
                     expr.loc,
                 )
-            for ix, n in zip(opdef.output.indices, out.shape, strict=True):
-                if ix in sizes and sizes[ix] != n:
-                    raise SpecError(
-                        f"{expr.op}: result dimension {ix} is {n}, but the arguments give {sizes[ix]}",
-                        expr.loc,
-                    )
-                sizes[ix] = n
-            if args and out.dtype != dtype_name:
+            if stmt is not None:
                 raise SpecError(
-                    f"{expr.op}: result dtype {out.dtype} differs from argument dtype {dtype_name}",
+                    f"result {stmt.target!r} must be assigned an op application, "
+                    f"found {expr.name!r}",
                     expr.loc,
                 )
-            produced = out
+            return self.env[expr.name]
+        opdef = self._opdef(expr)
+        args = [self.infer(a, None) for a in expr.args]
+        sizes = self._bind_sizes(expr, opdef, args)
+        dtype_name = args[0].dtype if args else self.result.dtype
+        if stmt is not None:
+            produced = self.result
+            self._check_result(expr, opdef, sizes, dtype_name, stmt)
         else:
             missing = [ix for ix in opdef.output.indices if ix not in sizes]
             if missing:
                 raise SpecError(
                     f"{expr.op}: cannot infer the size of {', '.join(missing)} here; "
-                    "assign it to a declared result",
+                    "assign it to the declared result",
                     expr.loc,
                 )
             shape = tuple(sizes[ix] for ix in opdef.output.indices)
-            produced = TensorSpec(shape, dtype_name, levels[0], _row_major(shape))
-        apps.append((expr, args, produced))
+            produced = TensorSpec(shape, dtype_name, self.levels[0], _row_major(shape))
+        self.apps.append(_App(expr, tuple(args), produced))
         return produced
 
-    assigned: set[str] = set()
-    for st in func.stmts:
-        if st.target in env or st.target in assigned:
-            raise SpecError(f"{st.target!r} is assigned more than once", st.loc)
-        out = result if st.target == func.result.name else None
-        ts = infer(st.expr, out)
-        env[st.target] = ts
-        assigned.add(st.target)
-    if func.result.name not in assigned:
-        raise SpecError(f"result {func.result.name!r} is never assigned", func.result.loc)
-    if len(apps) != 1:
-        raise SpecError(
-            f"function {func.name} applies {len(apps)} ops; synthesis of graphs of several "
-            "ops is not supported yet (write one op per function)",
-            apps[1][0].loc if len(apps) > 1 else func.loc,
-        )
-    call, args, produced = apps[0]
-    if not all(isinstance(a, Var) for a in call.args):
-        raise SpecError("nested op applications are not supported yet", call.loc)
-    limits = ctx.target.max_limits()
-    spec = Spec(call.op, (*args, produced), False, limits, serial=not func.parallel)
-    operand_params = (*(a.name for a in call.args if isinstance(a, Var)), func.result.name)
-    params = tuple((p.name, env[p.name]) for p in func.params)
-    return Program(func.name, spec, params, (func.result.name, result), operand_params)
+    def _opdef(self, call: Call) -> OpDef:
+        ops = self.ctx.ruleset.ops
+        if call.op not in ops:
+            close = difflib.get_close_matches(call.op, sorted(ops), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(ops))}"
+            raise SpecError(f"unknown op {call.op!r} ({hint})", call.loc)
+        opdef = ops[call.op]
+        want, got = len(opdef.inputs), len(call.args)
+        if want != got:
+            names = ", ".join(a.tensor for a in opdef.inputs)
+            takes = f"{want} argument{'s' if want != 1 else ''}" + (f" ({names})" if names else "")
+            raise SpecError(f"{call.op} takes {takes}, found {got}", call.loc)
+        return opdef
+
+    def _bind_sizes(self, call: Call, opdef: OpDef, args: list[TensorSpec]) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        source: dict[str, str] = {}
+        first = args[0] if args else None
+        for ts, acc, arg in zip(args, opdef.inputs, call.args, strict=True):
+            if len(ts.shape) != len(acc.indices):
+                raise SpecError(
+                    f"rank mismatch in {_signature(opdef)}: {_arg_name(arg)} has rank "
+                    f"{len(ts.shape)} but {_access(acc)} needs rank {len(acc.indices)}",
+                    arg.loc,
+                )
+            if first is not None and ts.dtype != first.dtype:
+                raise SpecError(
+                    f"dtype mismatch in {call.op}: {_arg_name(call.args[0])} is {first.dtype} "
+                    f"but {_arg_name(arg)} is {ts.dtype}",
+                    arg.loc,
+                )
+            for ix, n in zip(acc.indices, ts.shape, strict=True):
+                if ix in sizes and sizes[ix] != n:
+                    raise SpecError(
+                        f"shape mismatch in {_signature(opdef)}: {ix} is {sizes[ix]} in "
+                        f"{source[ix]} but {n} in {_arg_name(arg)}",
+                        arg.loc,
+                    )
+                sizes[ix] = n
+                source.setdefault(ix, _arg_name(arg))
+        return sizes
+
+    def _check_result(
+        self, call: Call, opdef: OpDef, sizes: dict[str, int], dtype_name: str, stmt: Stmt
+    ) -> None:
+        out = self.result
+        if len(out.shape) != len(opdef.output.indices):
+            raise SpecError(
+                f"rank mismatch in {_signature(opdef)}: result {stmt.target} has rank "
+                f"{len(out.shape)} but {_access(opdef.output)} needs rank "
+                f"{len(opdef.output.indices)}",
+                stmt.loc,
+            )
+        for ix, n in zip(opdef.output.indices, out.shape, strict=True):
+            if ix in sizes and sizes[ix] != n:
+                raise SpecError(
+                    f"shape mismatch in {_signature(opdef)}: {ix} is {sizes[ix]} in the "
+                    f"arguments but {n} in result {stmt.target}",
+                    stmt.loc,
+                )
+            sizes[ix] = n
+        if call.args and out.dtype != dtype_name:
+            raise SpecError(
+                f"dtype mismatch: result {stmt.target} is {out.dtype} "
+                f"but {call.op} gives {dtype_name}",
+                stmt.loc,
+            )
+
+
+def _signature(opdef: OpDef) -> str:
+    ins = ", ".join(_access(a) for a in opdef.inputs)
+    return f"{opdef.name}({ins}) -> {_access(opdef.output)}"
+
+
+def _access(acc: Access) -> str:
+    return f"{acc.tensor}[{', '.join(acc.indices)}]"
+
+
+def _arg_name(arg: Call | Var) -> str:
+    return arg.name if isinstance(arg, Var) else f"{arg.op}(...)"
 
 
 def _row_major(shape: tuple[int, ...]) -> Layout:

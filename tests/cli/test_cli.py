@@ -1,0 +1,168 @@
+"""The command line: exit codes and the exact messages for bad input, without tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from morello.cli import main
+from morello.errors import ExitCode
+from morello.plugins import Plugins
+
+_GOOD = "func f(a: f32[2, 2], b: f32[2, 2]) -> c: f32[2, 2] {\n    c = matmul(a, b)\n}\n"
+
+
+def _spec(tmp_path: Path, text: str, name: str = "spec.lark") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, list[str], str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, err.splitlines(), out
+
+
+def test_cli_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    installed = ", ".join(it.target.name for it in Plugins().targets())
+    code, err, out = _run(capsys, "--target", "zen2", _spec(tmp_path, _GOOD))
+    assert code == ExitCode.USAGE_ERROR == 2
+    assert err == [
+        f"morello: error: unknown target 'zen2' (installed: {installed}; see --list-targets)"
+    ]
+    assert out == ""
+
+
+def test_cli_unknown_op_is_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    path = _spec(tmp_path, "func f(a: f32[2, 2]) -> c: f32[2, 2] {\n    c = matmull(a, a)\n}\n")
+    code, err, out = _run(capsys, "--target", target_name, path)
+    assert code == 2
+    assert err == [
+        f"{path}:2:9: error: unknown op 'matmull' (did you mean 'matmul'?)",
+        "        c = matmull(a, a)",
+        "            ^",
+    ]
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "func f(a: f32[4, 8], b: f32[4, 8]) -> c: f32[4, 8] {\n    c = matmul(a, b)\n}\n",
+            "{path}:2:19: error: shape mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
+            "k is 8 in a but 4 in b",
+        ),
+        (
+            "func f(a: f32[4, 4], b: f64[4, 4]) -> c: f32[4, 4] {\n    c = matmul(a, b)\n}\n",
+            "{path}:2:19: error: dtype mismatch in matmul: a is f32 but b is f64",
+        ),
+        (
+            "func f(x: f32[2, 2], w: f32[2, 2], v: f32[2, 2]) -> y: f32[2, 2] {\n"
+            "    h = matmul(x, w)\n"
+            "    y = matmul(h, v)\n"
+            "}\n",
+            "{path}:3:9: error: function f applies 2 ops; synthesis of graphs of several ops "
+            "is not supported yet (write one op per function)",
+        ),
+        (
+            "func f(a: f32[2 2]) -> c: f32[2, 2] {\n    c = move(a)\n}\n",
+            "{path}:1:17: error: expected one of ',' or ']', found '2'",
+        ),
+    ],
+    ids=["shape", "dtype", "multi-op", "syntax"],
+)
+def test_cli_bad_spec_is_located(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target_name: str,
+    source: str,
+    expected: str,
+) -> None:
+    path = _spec(tmp_path, source)
+    code, err, out = _run(capsys, "--target", target_name, "--no-db", path)
+    assert code == 2
+    assert err[0] == expected.replace("{path}", str(path))
+    assert len(err) == 3
+    assert err[2].strip() == "^"
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: None, "no such file or directory"),
+        (lambda p: p.mkdir(), "is a directory"),
+    ],
+    ids=["missing", "directory"],
+)
+def test_cli_unreadable_spec_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target_name: str,
+    make: object,
+    reason: str,
+) -> None:
+    path = tmp_path / "spec.lark"
+    make(path)  # type: ignore[operator]
+    code, err, out = _run(capsys, "--target", target_name, path)
+    assert code == 2
+    assert err == [f"morello: error: cannot read spec file {path}: {reason}"]
+    assert out == ""
+
+
+def test_cli_no_spec_given(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err, _ = _run(capsys)
+    assert code == 2
+    assert err == ["morello: error: no spec file given (see --help)"]
+
+
+def test_cli_bad_rule_file_is_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    rules = tmp_path / "extra.rules"
+    rules.write_text(
+        'kernel k:\n    c: f32[1, 1] @RF = zero()\n    cost scalar_op\n    c "{c} = {zz};"\n',
+        encoding="utf-8",
+    )
+    spec = _spec(tmp_path, _GOOD)
+    code, err, _ = _run(capsys, "--target", target_name, "--rules", rules, spec)
+    assert code == 2
+    assert err[0] == f"{rules}:4:14: error: kernel k: unknown placeholder {{zz}} (operands: c)"
+
+
+def test_cli_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--no-such-option"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "unrecognized arguments: --no-such-option" in err
+
+
+def test_cli_synthesizes_tiny_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    code, err, out = _run(capsys, "--target", target_name, "--no-db", _spec(tmp_path, _GOOD))
+    assert code == ExitCode.OK
+    assert err == []
+    assert "void f(" in out
+
+
+def test_cli_help_has_an_example() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "morello", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert result.stderr == ""
+    assert "examples" in result.stdout
+    assert "python -m morello --target TARGET examples/matmul_64.lark" in result.stdout

@@ -1,0 +1,248 @@
+"""Rule files that are wrong: every message, exactly, with its place.
+
+Each row is (source, the exact first line of the message). ``{path}`` stands for the file the
+source is written to. Syntax and single-file checks come from ``parse_rule_file``; checks that
+need the target (levels, cost coefficients, ops declared elsewhere) from assembling a rule set
+with the file as an extra rule file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from morello.context import SynthesisContext, make_context
+from morello.errors import RuleError, RuleSyntaxError
+from morello.lang import parse_rule_file
+
+_K = "kernel k:\n    c: f32[1, 1] @RF = zero()\n    cost scalar_op\n"
+
+
+def _kernel(pattern: str, cost: str = "scalar_op", template: str = '"{c} = 0;"') -> str:
+    return f"kernel k9:\n    {pattern}\n    cost {cost}\n    c {template}\n"
+
+
+SYNTAX_ERRORS = [
+    (
+        "kernal k:\n",
+        "{path}:1:1: error: expected one of 'include', 'kernel', 'op', 'requires', 'rewrite' "
+        "or end of file, found 'kernal'",
+    ),
+    ("kernel k\n    c: f32[1, 1] @RF = zero()\n", "{path}:2:5: error: expected ':', found 'c'"),
+    (
+        "op relu(x[i, j]) y[i, j] = max(x[i, j], 0)\n",
+        "{path}:1:18: error: expected '->', found 'y'",
+    ),
+    (
+        "op relu(x[i, j]) -> y[i, j] = max(x[i, j], 0\n",
+        "{path}:1:45: error: expected one of ')' or ',', found end of file",
+    ),
+    (
+        "rewrite tile_out for\n",
+        "{path}:1:21: error: expected one of '*', 'accum' or a name, found end of file",
+    ),
+    (
+        "rewrite t: matmul(a, b) -> c => { c = zero(); c += matmul(a, b)\n",
+        "{path}:1:64: error: expected one of ';' or '}', found end of file",
+    ),
+    (_K + "    c {c} = 0;\n", "{path}:4:7: error: expected a string, found '{'"),
+    (_K, "{path}:3:19: error: expected one of '*', '+' or 'c', found end of file"),
+    (
+        'kernel k:\n    c: f32[1, 1] @RF = zero()\n    c "{c} = 0;"\n',
+        "{path}:3:5: error: expected 'cost', found 'c'",
+    ),
+    (_kernel("c: f33[1, 1] @RF = zero()"), "{path}:2:8: error: expected a dtype, found 'f33'"),
+    (
+        _kernel("c: f32[1, 1] @rf = zero()"),
+        "{path}:2:19: error: expected a memory level, found 'rf'",
+    ),
+    (
+        _kernel("c: f32[1 1] @RF = zero()"),
+        "{path}:2:14: error: expected one of ',' or ']', found '1'",
+    ),
+    (
+        _kernel("c: f32[1, 1] @RF := zero()"),
+        "{path}:2:22: error: expected one of '+=', '=', '@', '|', a layout or a vector size, "
+        "found ':'",
+    ),
+    ("requires\n", "{path}:1:9: error: expected a name, found end of file"),
+    ("include immintrin.h\n", "{path}:1:9: error: expected a header name, found 'immintrin'"),
+    (
+        _K + '    c "{c} = 0;\n',
+        "{path}:4:7: error: expected a string, found an unterminated string",
+    ),
+]
+
+CHECK_ERRORS = [
+    (
+        _K + '    c "{c} = {a.__class__};"\n',
+        "{path}:4:14: error: kernel k: invalid placeholder {a.__class__}; "
+        "templates allow only {x} and {&x} for an operand x",
+    ),
+    (
+        _K + '    c "{c} = {0};"\n',
+        "{path}:4:14: error: kernel k: invalid placeholder {0}; "
+        "templates allow only {x} and {&x} for an operand x",
+    ),
+    (
+        _K + '    c "{c} = {zz};"\n',
+        "{path}:4:14: error: kernel k: unknown placeholder {zz} (operands: c)",
+    ),
+    (
+        _K + '    c "/* \\"x\\" */ {&zz};"\n',
+        "{path}:4:20: error: kernel k: unknown placeholder {&zz} (operands: c)",
+    ),
+    (
+        "op relu(x[i, j]) -> y[i, j] = max(z[i, j], 0)\n",
+        "{path}:1:35: error: op relu: unknown tensor 'z' (inputs: x)",
+    ),
+    (
+        "op zz() -> y[i, j] = x[i, j]\n",
+        "{path}:1:22: error: op zz: unknown tensor 'x' (it has no inputs)",
+    ),
+    (
+        "op relu(x[i, j]) -> y[i, j] = max(x[i], 0)\n",
+        "{path}:1:35: error: op relu: x has rank 2 but is used with 1 index",
+    ),
+    (
+        "op relu(x[i, j]) -> y[i, j] = maxx(x[i, j], 0)\n",
+        "{path}:1:31: error: unknown function 'maxx' (known: max, min)",
+    ),
+    (
+        "op relu(x[i, j]) -> y[i, j] = max(x[i, j])\n",
+        "{path}:1:31: error: max takes 2 arguments, found 1",
+    ),
+    (
+        "op s(x[i, j]) -> y[i] = x[i, j]\n",
+        "{path}:1:25: error: op s: index 'j' is not in the output and not summed",
+    ),
+    (
+        "op f(x[i, j]) -> y[i, j] = x[i, z]\n",
+        "{path}:1:28: error: op f: index 'z' is not declared by any operand",
+    ),
+    (
+        "op f(x[i, j], x[j, i]) -> y[i, j] = x[i, j]\n",
+        "{path}:1:15: error: op f: operand 'x' is declared twice",
+    ),
+    (
+        "rewrite tile_outt for * sizes pow2\n",
+        "{path}:1:9: error: unknown rewrite schema 'tile_outt' (did you mean 'tile_out'?)",
+    ),
+    (
+        "rewrite fuse for * sizes pow2\n",
+        "{path}:1:9: error: unknown rewrite schema 'fuse' (known: tile_out, split, move)",
+    ),
+    (
+        "rewrite tile_out for * sizes odd\n",
+        "{path}:1:24: error: unknown size policy 'odd' (known: pow2, all)",
+    ),
+    (
+        "rewrite t: matmul(a, b) -> c => { c = zero(); c += matmul(a, q) }\n",
+        "{path}:1:62: error: rewrite t: unknown tensor 'q' (the pattern names a, b, c)",
+    ),
+    (
+        _kernel("c: f32[1, 1] @RF += matmul(c: f32[1, 1] @RF, b: f32[1, 1] @RF)"),
+        "{path}:2:5: error: kernel k9: operand 'c' is declared twice",
+    ),
+]
+
+# Checks made when a target assembles its rule set; {target}, {levels} and {coefficients}
+# stand for the target under test's name, sorted level names and coefficient names.
+RULE_SET_ERRORS = [
+    (
+        _kernel("c: f32[1, 1] @RF|L0 = zero()"),
+        "{path}:1:1: error: kernel k9: unknown memory level 'L0' (target {target} has {levels})",
+    ),
+    (
+        _kernel("c: f32[1, 1] @RF = zero()", cost="2 * zap"),
+        "{path}:1:1: error: kernel k9: unknown cost coefficient 'zap' "
+        "(target {target} defines {coefficients})",
+    ),
+    (_kernel("c: f32[1, 1] @RF = zerox()"), "{path}:1:1: error: kernel k9: unknown op 'zerox'"),
+    (
+        _kernel("c: f32[1] @RF = zero()"),
+        "{path}:1:1: error: kernel k9: operand c has rank 1, zero expects 2",
+    ),
+    (
+        _kernel("c: f32[1, 1] @RF diag = zero()"),
+        "{path}:1:1: error: kernel k9: unknown layout 'diag'",
+    ),
+    (
+        _kernel("c: f32[1, 1] @RF = zero()") * 2,
+        "{path}:5:1: error: kernel 'k9' is declared twice",
+    ),
+    (
+        "op matmul(a[m, k], b[k, n]) -> c[m, n] = sum(k) a[m, k] * b[k, n]\n",
+        "{path}:1:1: error: op 'matmul' is declared twice",
+    ),
+    ("rewrite tile_out for relu\n", "{path}:1:1: error: rewrite tile_out: unknown op 'relu'"),
+]
+
+
+def _ids(table: list[tuple[str, str]]) -> list[str]:
+    return [expected.split("error: ", 1)[1][:48] for _, expected in table]
+
+
+def _write(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "bad.rules"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("source", "expected"), SYNTAX_ERRORS, ids=_ids(SYNTAX_ERRORS))
+def test_rule_syntax_error_message(tmp_path: Path, source: str, expected: str) -> None:
+    path = _write(tmp_path, source)
+    with pytest.raises(RuleSyntaxError) as info:
+        parse_rule_file(path)
+    assert info.value.format().splitlines()[0] == expected.replace("{path}", str(path))
+
+
+@pytest.mark.parametrize(("source", "expected"), CHECK_ERRORS, ids=_ids(CHECK_ERRORS))
+def test_rule_check_error_message(tmp_path: Path, source: str, expected: str) -> None:
+    path = _write(tmp_path, source)
+    with pytest.raises(RuleError) as info:
+        parse_rule_file(path)
+    assert info.value.format().splitlines()[0] == expected.replace("{path}", str(path))
+
+
+@pytest.mark.parametrize(("source", "expected"), RULE_SET_ERRORS, ids=_ids(RULE_SET_ERRORS))
+def test_rule_set_error_message(
+    tmp_path: Path, ctx: SynthesisContext, source: str, expected: str
+) -> None:
+    path = _write(tmp_path, source)
+    with pytest.raises(RuleError) as info:
+        make_context(ctx.target.name, extra_rules=[path])
+    want = (
+        expected.replace("{path}", str(path))
+        .replace("{target}", ctx.target.name)
+        .replace("{levels}", ", ".join(sorted(lv.name for lv in ctx.target.levels)))
+        .replace("{coefficients}", ", ".join(ctx.coefficients.named))
+    )
+    assert info.value.format().splitlines()[0] == want
+
+
+def test_rule_template_error_caret_points_at_placeholder(tmp_path: Path) -> None:
+    path = _write(tmp_path, _K + '    c "{c} = {a.__class__};"\n')
+    with pytest.raises(RuleError) as info:
+        parse_rule_file(path)
+    assert info.value.format().splitlines()[1:] == [
+        '        c "{c} = {a.__class__};"',
+        "                 ^",
+    ]
+
+
+def test_rule_template_braces_with_spaces_pass(tmp_path: Path) -> None:
+    path = _write(tmp_path, _K + '    c "{c} = (float){ 0 };" "if (1) { }" "\\"{}\\""\n')
+    (kernel,) = parse_rule_file(path).kernels
+    assert kernel.c_lines == ("{c} = (float){ 0 };", "if (1) { }", '"{}"')
+
+
+def test_rule_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "missing.rules"
+    with pytest.raises(RuleError) as info:
+        parse_rule_file(path)
+    assert info.value.loc is None
+    assert info.value.format() == (
+        f"morello: error: cannot read rule file {path}: no such file or directory"
+    )

@@ -1,0 +1,297 @@
+"""Spec files that are wrong: every message, exactly, with its place.
+
+Each row is (source, the exact first line of the message). ``{path}`` stands for the file the
+source is written to; ``{levels}`` for the memory levels of the target under test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from morello.context import SynthesisContext
+from morello.errors import MorelloError, SpecError, SpecSyntaxError
+from morello.lang import parse_spec_file
+from morello.lang._lark import _TERMINAL_NAMES, grammar, terminal_description
+from morello.lang.spec_file import build_program
+
+_MM = "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4, 4] {\n"
+_MOVE = "    c = move(a)\n}\n"
+
+SYNTAX_ERRORS = [
+    (
+        "func f(a: f32[64 64], b: f32[64, 64]) -> c: f32[64, 64] {\n    c = matmul(a, b)\n}\n",
+        "{path}:1:18: error: expected one of ',' or ']', found '64'",
+    ),
+    (
+        "func f(a: f32[4, 4], b: f32[4, 4]) c: f32[4, 4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:1:36: error: expected '->', found 'c'",
+    ),
+    (
+        _MM + "    c = matmul(a, b)\n",
+        "{path}:2:21: error: expected one of ';', '}' or a name, found end of file",
+    ),
+    (
+        "func f(a: f33[4, 4], b: f32[4, 4]) -> c: f32[4, 4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:1:11: error: expected a dtype, found 'f33'",
+    ),
+    ("", "{path}:1:1: error: expected one of 'func' or 'parallel', found end of file"),
+    (
+        "# only a comment\n",
+        "{path}:1:17: error: expected one of 'func' or 'parallel', found end of file",
+    ),
+    (_MM + "    c = matmul(a, $)\n}\n", "{path}:2:19: error: expected a name, found '$'"),
+    (
+        "func f(a: f32[4, 4] @gl) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:22: error: expected a memory level, found 'gl'",
+    ),
+    (
+        "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n}\n",
+        "{path}:2:1: error: expected a name, found '}'",
+    ),
+    (
+        "func f(a: f32[4, 4] -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:21: error: expected one of ')', ',', '@', a layout or a vector size, found '->'",
+    ),
+    (
+        "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n    c = move(a,)\n}\n",
+        "{path}:2:16: error: expected a name, found ')'",
+    ),
+    (
+        "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n    c == move(a)\n}\n",
+        "{path}:2:8: error: expected a name, found '='",
+    ),
+    (
+        "func f(a: f32[]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:15: error: expected one of '*', a name or an integer, found ']'",
+    ),
+    (
+        "func f(a f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:10: error: expected ':', found 'f32'",
+    ),
+    (
+        "fn f(a: f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:1: error: expected one of 'func' or 'parallel', found 'fn'",
+    ),
+    (
+        "parallel f(a: f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:10: error: expected 'func', found 'f'",
+    ),
+    (
+        "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE + "}\n",
+        "{path}:4:1: error: expected one of 'func', 'parallel' or end of file, found '}'",
+    ),
+    (
+        "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n    c = move(a) 'x'\n}\n",
+        "{path}:2:17: error: expected one of ')', ',', ';', '}' or a name, found \"'\"",
+    ),
+    (
+        "func f(a: f32[4, 4.5]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:19: error: expected one of ',' or ']', found '.'",
+    ),
+]
+
+CHECK_ERRORS = [
+    (
+        _MM + "    c = matmull(a, b)\n}\n",
+        "{path}:2:9: error: unknown op 'matmull' (did you mean 'matmul'?)",
+    ),
+    (
+        _MM + "    c = relu(a)\n}\n",
+        "{path}:2:9: error: unknown op 'relu' (known: matmul, move, zero)",
+    ),
+    (
+        "func f(a: f32[4, 8], b: f32[4, 8]) -> c: f32[4, 8] {\n    c = matmul(a, b)\n}\n",
+        "{path}:2:19: error: shape mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
+        "k is 8 in a but 4 in b",
+    ),
+    (
+        "func f(x: f32[4, 8], w: f32[8, 4]) -> y: f32[4, 8] {\n    y = matmul(x, w)\n}\n",
+        "{path}:2:5: error: shape mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
+        "n is 4 in the arguments but 8 in result y",
+    ),
+    (
+        "func f(a: f32[4, 4], b: f64[4, 4]) -> c: f32[4, 4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:2:19: error: dtype mismatch in matmul: a is f32 but b is f64",
+    ),
+    (
+        "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f64[4, 4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:2:5: error: dtype mismatch: result c is f64 but matmul gives f32",
+    ),
+    (_MM + "    c = matmul(a)\n}\n", "{path}:2:9: error: matmul takes 2 arguments (a, b), found 1"),
+    (
+        "func f(x: f32[4], w: f32[4, 4]) -> y: f32[4, 4] {\n    y = matmul(x, w)\n}\n",
+        "{path}:2:16: error: rank mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
+        "x has rank 1 but a[m, k] needs rank 2",
+    ),
+    (
+        "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:2:5: error: rank mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
+        "result c has rank 1 but c[m, n] needs rank 2",
+    ),
+    (
+        _MM + "    c = matmul(a, q)\n}\n",
+        "{path}:2:19: error: unknown tensor 'q' (not a parameter or an earlier result)",
+    ),
+    (
+        _MM + "    c = a\n}\n",
+        "{path}:2:9: error: result 'c' must be assigned an op application, found 'a'",
+    ),
+    (
+        "func f(x: f32[2, 2], w: f32[2, 2], v: f32[2, 2]) -> y: f32[2, 2] {\n"
+        "    h = matmul(x, w)\n"
+        "    y = matmul(h, v)\n"
+        "}\n",
+        "{path}:3:9: error: function f applies 2 ops; synthesis of graphs of several ops is not "
+        "supported yet (write one op per function)",
+    ),
+    (
+        "func f(x: f32[2, 2], w: f32[2, 2]) -> y: f32[2, 2] {\n"
+        "    y = matmul(x, matmul(x, w))\n}\n",
+        "{path}:2:9: error: function f applies 2 ops; synthesis of graphs of several ops is not "
+        "supported yet (write one op per function)",
+    ),
+    (
+        "func f(x: f32[2, 2], w: f32[2, 2]) -> y: f32[2, 2] {\n"
+        "    y = move(x)\n    y = move(w)\n}\n",
+        "{path}:3:5: error: 'y' is assigned more than once",
+    ),
+    (
+        "func f(x: f32[2, 2], w: f32[2, 2]) -> y: f32[2, 2] {\n    x = move(w)\n}\n",
+        "{path}:2:5: error: 'x' is a parameter and cannot be assigned",
+    ),
+    (
+        "func f(x: f32[2, 2], x: f32[2, 2]) -> y: f32[2, 2] {\n    y = move(x)\n}\n",
+        "{path}:1:22: error: parameter 'x' is declared twice",
+    ),
+    (
+        "func f(x: f32[2, 2]) -> x: f32[2, 2] {\n    x = move(x)\n}\n",
+        "{path}:1:25: error: result 'x' has the name of a parameter",
+    ),
+    (
+        "func f(x: f32[2, 2]) -> y: f32[2, 2] {\n    h = move(x)\n}\n",
+        "{path}:1:25: error: result 'y' is never assigned",
+    ),
+    (
+        "func f(a: bf16[4, 4]) -> c: bf16[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: dtype bf16 is not supported yet",
+    ),
+    (
+        "func f(a: f32[4, 4] @L9) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: unknown memory level 'L9' (this target has {levels})",
+    ),
+    (
+        "func f(a: f32[4, 4] @GL|RF) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: a parameter lives in exactly one memory level",
+    ),
+    (
+        "func f(a: f32[4, 4] diag) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: unknown layout 'diag' (known: row_major, col_major)",
+    ),
+    (
+        "func f(a: f32[4, 4] row_major col_major) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: more than one layout given",
+    ),
+    (
+        "func f(a: f32[4, n]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: dimensions must be integers, found 'n'",
+    ),
+    (
+        "func f(a: f32[4, 0]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: dimensions must be positive, found 0",
+    ),
+    (
+        "func f(a: f32[4, 4] v8) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: vector sizes are chosen by the synthesizer, not written",
+    ),
+    (
+        "func f(x: f32[2, 2]) -> y: f32[2, 2] {\n    y = move(zero())\n}\n",
+        "{path}:2:14: error: zero: cannot infer the size of i, j here; "
+        "assign it to the declared result",
+    ),
+]
+
+
+def _write(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "bad.lark"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def _ids(table: list[tuple[str, str]]) -> list[str]:
+    return [expected.split("error: ", 1)[1][:48] for _, expected in table]
+
+
+@pytest.mark.parametrize(("source", "expected"), SYNTAX_ERRORS, ids=_ids(SYNTAX_ERRORS))
+def test_spec_syntax_error_message(tmp_path: Path, source: str, expected: str) -> None:
+    path = _write(tmp_path, source)
+    with pytest.raises(SpecSyntaxError) as info:
+        parse_spec_file(path)
+    assert info.value.format().splitlines()[0] == expected.replace("{path}", str(path))
+    assert info.value.loc is not None
+
+
+@pytest.mark.parametrize(("source", "expected"), CHECK_ERRORS, ids=_ids(CHECK_ERRORS))
+def test_spec_check_error_message(
+    tmp_path: Path, ctx: SynthesisContext, source: str, expected: str
+) -> None:
+    path = _write(tmp_path, source)
+    (func,) = parse_spec_file(path).funcs
+    with pytest.raises(SpecError) as info:
+        build_program(func, ctx)
+    levels = ", ".join(lv.name for lv in ctx.target.levels)
+    want = expected.replace("{path}", str(path)).replace("{levels}", levels)
+    assert info.value.format().splitlines()[0] == want
+
+
+def test_spec_syntax_error_shows_source_line_and_caret(tmp_path: Path) -> None:
+    path = _write(tmp_path, "func f(a: f32[512 x 512]) -> c: f32[512, 512] {\n    c = move(a)\n}\n")
+    with pytest.raises(SpecSyntaxError) as info:
+        parse_spec_file(path)
+    assert info.value.format() == (
+        f"{path}:1:19: error: expected one of ',' or ']', found 'x'\n"
+        "    func f(a: f32[512 x 512]) -> c: f32[512, 512] {\n"
+        "                      ^"
+    )
+
+
+def test_spec_error_caret_counts_tabs_like_the_source_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n\tc = move($)\n}\n")
+    with pytest.raises(SpecSyntaxError) as info:
+        parse_spec_file(path)
+    assert info.value.format().splitlines()[1:] == ["        c = move($)", "                 ^"]
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p, "no such file or directory"),
+        (lambda p: (p.mkdir(), p)[1], "is a directory"),
+        (lambda p: (p.write_bytes(b"func \xff"), p)[1], "not UTF-8 text (byte 5)"),
+    ],
+    ids=["missing", "directory", "not-utf8"],
+)
+def test_spec_unreadable_file_is_one_line(tmp_path: Path, make: object, reason: str) -> None:
+    path = tmp_path / "spec.lark"
+    make(path)  # type: ignore[operator]
+    with pytest.raises(SpecError) as info:
+        parse_spec_file(path)
+    assert info.value.loc is None
+    assert info.value.format() == f"morello: error: cannot read spec file {path}: {reason}"
+
+
+@pytest.mark.parametrize("grammar_name", ["spec.lark", "rules.lark"])
+def test_every_terminal_has_a_readable_name(grammar_name: str) -> None:
+    parser = grammar(grammar_name)
+    for term in parser.terminals:
+        description = terminal_description(parser, term.name)
+        assert term.name in _TERMINAL_NAMES or description.startswith(("'", '"')), term.name
+
+
+def test_errors_are_morello_errors_with_places(tmp_path: Path) -> None:
+    path = _write(tmp_path, "func")
+    with pytest.raises(MorelloError) as info:
+        parse_spec_file(path)
+    assert info.value.loc is not None
+    assert str(info.value) == f"{path}:1:5: error: expected a name, found end of file"
