@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from morello import __version__
+from morello.codegen.bench import HARNESS_PRELUDE, time_kernel, time_peer, timing_harness
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check, missing_isa
 from morello.codegen.header import lower_to_c
@@ -80,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "db":
         return _db_main(argv[1:])
+    if argv and argv[0] == "bench":
+        return _bench_main(argv[1:])
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors: argparse has printed
@@ -102,20 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.spec is None:
         raise MorelloError("no spec file given (see --help)")
-    spec_file = parse_spec_file(args.spec)  # syntax errors need no target
-    target_name = args.target or _default_target(plugins)
-    ctx = make_context(target_name, plugins, args.rules)
-    programs = [build_program(f, ctx) for f in spec_file.funcs]
-    db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
-    table = open_table(db_path, ctx)
-    solved: list[tuple[Program, Impl, SearchStats]] = []
-    try:
-        for program in programs:
-            impl, stats = synthesize(program.spec, ctx, table)
-            solved.append((program, impl, stats))
-            table.flush()
-    finally:
-        table.close()
+    ctx, solved = _synthesize_file(args, plugins)
     unit = Path(args.output).stem if args.output else Path(args.spec).stem
     source = lower_to_c(unit, [(p, i) for p, i, _ in solved], ctx)
     if args.impl:
@@ -177,6 +167,114 @@ def _db_main(argv: Sequence[str]) -> int:
     return ExitCode.OK
 
 
+def _synthesize_file(
+    args: argparse.Namespace, plugins: Plugins
+) -> tuple[SynthesisContext, list[tuple[Program, Impl, SearchStats]]]:
+    """Parse ``args.spec``, build the target's context and synthesize every function."""
+    spec_file = parse_spec_file(args.spec)  # syntax errors need no target
+    target_name = args.target or _default_target(plugins)
+    ctx = make_context(target_name, plugins, args.rules)
+    programs = [build_program(f, ctx) for f in spec_file.funcs]
+    db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
+    table = open_table(db_path, ctx)
+    solved: list[tuple[Program, Impl, SearchStats]] = []
+    try:
+        for program in programs:
+            impl, stats = synthesize(program.spec, ctx, table)
+            solved.append((program, impl, stats))
+            table.flush()
+    finally:
+        table.close()
+    return ctx, solved
+
+
+def _bench_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="morello bench",
+        description=(
+            "Synthesize (or read from the memo table), check against NumPy, then time the "
+            "generated code and its peer (NumPy, single-threaded, with the target's peer "
+            "settings) in the same run."
+        ),
+        epilog="example:\n  python -m morello bench --target TARGET examples/matmul_64.lark --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", help="spec file (.lark) to benchmark")
+    p.add_argument("--target", "-t", help="target to synthesize for (see --list-targets)")
+    p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
+    p.add_argument("--repeats", type=int, default=7, help="timed batches per side (default 7)")
+    p.add_argument(
+        "--min-batch", type=float, default=0.05, metavar="S", help="seconds per batch (default 0.05)"
+    )
+    p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
+    p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
+    p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
+    return p
+
+
+def _bench_main(argv: Sequence[str]) -> int:
+    try:
+        args = _bench_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
+    try:
+        rows = _bench(args)
+    except MorelloError as exc:
+        print(exc.format(), file=sys.stderr)
+        return int(exc.exit_code)
+    if args.json:
+        print(json.dumps(rows if len(rows) != 1 else rows[0], indent=2))
+    else:
+        for r in rows:
+            print(
+                f"{r['spec']}: morello {r['gflops']:.2f} GFLOP/s "
+                f"({r['seconds'] * 1e6:.2f} us, spread {r['seconds_low'] * 1e6:.2f}-"
+                f"{r['seconds_high'] * 1e6:.2f}), peer {r['peer_gflops']:.2f} GFLOP/s, "
+                f"ratio {r['ratio']:.2f}, synthesis {r['synthesis_seconds']:.1f} s"
+            )
+    return ExitCode.OK
+
+
+def _bench(args: argparse.Namespace) -> list[dict[str, object]]:
+    ctx, solved = _synthesize_file(args, Plugins())
+    _require_isa(solved, ctx)
+    source = lower_to_c(Path(args.spec).stem, [(p, i) for p, i, _ in solved], ctx)
+    harness = "".join(timing_harness(p, ctx) for p, _, _ in solved)
+    lib = compile_shared(
+        HARNESS_PRELUDE + source.c_text + "\n" + harness,
+        ctx.target,
+        Path(tempfile.mkdtemp(prefix="morello-bench-")),
+    )
+    rows: list[dict[str, object]] = []
+    for program, impl, stats in solved:
+        check(lib, program, ctx)
+        mine = time_kernel(lib, program, ctx, args.repeats, args.min_batch)
+        peer = time_peer(program, ctx, dict(ctx.target.peer_env), args.repeats, args.min_batch)
+        opdef = ctx.ruleset.ops[program.spec.op]
+        sizes = opdef.sizes([t.shape for t in program.spec.operands])
+        assert isinstance(sizes, dict)
+        flops = opdef.flops(sizes)
+        rows.append(
+            {
+                "spec": f"{args.spec}:{program.name}",
+                "flops": flops,
+                "seconds": mine.median,
+                "seconds_low": mine.low,
+                "seconds_high": mine.high,
+                "gflops": flops / mine.median / 1e9,
+                "peer_seconds": peer.median,
+                "peer_seconds_low": peer.low,
+                "peer_seconds_high": peer.high,
+                "peer_gflops": flops / peer.median / 1e9,
+                "ratio": peer.median / mine.median,
+                "synthesis_seconds": stats.seconds,
+                "cost": impl.cost,
+                "target": ctx.target.name,
+            }
+        )
+    return rows
+
+
 def _default_target(plugins: Plugins) -> str:
     installed = plugins.targets()
     if len(installed) == 1:
@@ -210,7 +308,8 @@ def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool)
         )
 
 
-def _check(c_text: str, solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext) -> None:
+def _require_isa(solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext) -> None:
+    """Refuse to run generated code on a CPU that lacks what its kernels require."""
     needed: list[str] = []
     for _, impl, _ in solved:
         for node in impl.walk():
@@ -220,7 +319,13 @@ def _check(c_text: str, solved: list[tuple[Program, Impl, SearchStats]], ctx: Sy
                         needed.append(f)
     lacking = missing_isa(needed)
     if lacking:
-        raise MorelloError(f"cannot run --check: this CPU lacks {', '.join(lacking)}")
+        raise MorelloError(f"cannot run the generated code: this CPU lacks {', '.join(lacking)}")
+
+
+def _check(
+    c_text: str, solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext
+) -> None:
+    _require_isa(solved, ctx)
     workdir = Path(tempfile.mkdtemp(prefix="morello-check-"))
     lib = compile_shared(c_text, ctx.target, workdir)
     for program, _, _ in solved:

@@ -97,6 +97,8 @@ class Target:
         isa: CPU features the generated code requires (checked before running it).
         compiler: compiler and flags producing code that runs on the target.
         processors: cores available to parallel loops.
+        peer_env: environment for the peer (NumPy) in benchmarks, e.g. to hold its BLAS to
+            one thread and to the kernels this target's CPU would run.
     """
 
     name: str
@@ -108,6 +110,9 @@ class Target:
     isa: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     compiler: Compiler = attrs.field(factory=Compiler)
     processors: int = 1
+    peer_env: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=lambda env: tuple(sorted(dict(env).items()))
+    )
 
     def __attrs_post_init__(self) -> None:
         names = [lv.name for lv in self.levels]
