@@ -1,25 +1,45 @@
-"""Hook specifications for target plugins.
+"""Hook specifications for target plugins; this docstring is the plugin tutorial.
 
-A target plugin is a module (or installed package) advertising an entry point in the
-``morello`` group and implementing some of these hooks with ``@morello.hookimpl``::
+A target plugin is a module that implements some of the three hooks below with
+``@morello.hookimpl`` and is advertised as an entry point in the ``morello`` group. The
+built-in targets are loaded exactly this way, so the engine names none of them::
 
     # my_target.py
-    from morello import hookimpl, Target, MemoryLevel, CostCoefficients
+    from __future__ import annotations
 
-    MY = Target(name="my", levels=(MemoryLevel(name="GL", capacity=1 << 30), ...), ...)
+    from morello import CostCoefficients, MemoryLevel, Target, hookimpl
+
+    MINE = Target(
+        name="mine",
+        description="my board: one cache, eight scalar registers",
+        levels=(
+            MemoryLevel(name="GL", capacity=1 << 30, moves_to=("L1",)),
+            MemoryLevel(name="L1", capacity=32 * 1024, addressed=False, moves_to=("RF",)),
+            MemoryLevel(name="RF", capacity=8, unit="registers"),
+        ),
+        rule_sets=("core", "scalar"),
+    )
 
     @hookimpl
-    def morello_targets():
-        return [MY]
+    def morello_targets() -> list[Target]:
+        return [MINE]
 
     @hookimpl(trylast=True)
-    def morello_cost_coefficients(target):
-        return CostCoefficients(level_hit={"GL": 10}, named={"mac": 1}) if target.name == "my" else None
+    def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
+        if target.name != MINE.name:
+            return None
+        return CostCoefficients(
+            level_hit={"GL": 10, "L1": 1, "RF": 0}, named={"mac": 1, "scalar_op": 1}
+        )
 
-and, in its ``pyproject.toml``::
+and, in the plugin package's ``pyproject.toml``::
 
     [project.entry-points.morello]
-    my = "my_target"
+    mine = "my_target"
+
+After ``pip install`` of that package, ``python -m morello --list-targets`` shows ``mine``.
+A hook function whose name is not one of the hooks below (a typo such as
+``morello_target``) is an error that names the plugin. See docs/targets.md.
 """
 
 from __future__ import annotations
@@ -27,12 +47,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Final
 
 import pluggy
 
 from morello.target import CostCoefficients, Target
 
-PROJECT_NAME = "morello"
+PROJECT_NAME: Final = "morello"
+"""The pluggy project name, which is also the entry-point group plugins advertise."""
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -42,24 +64,62 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 def morello_targets() -> Iterable[Target]:  # type: ignore[empty-body]
     """Return the targets this plugin provides.
 
-    Every plugin may add targets; target names must be unique across plugins (a duplicate is
-    reported naming both plugins).
+    Called once per plugin; results are collected from every plugin. Target names must be
+    unique: a name two plugins provide is a ``TargetError`` naming both plugins.
+
+    Returns:
+        The plugin's ``Target`` values (frozen data; build them once, at import).
+
+    Example::
+
+        @hookimpl
+        def morello_targets() -> list[Target]:
+            return [MINE]
     """
 
 
 @hookspec
 def morello_rule_paths(target: Target) -> Iterable[Traversable | Path]:  # type: ignore[empty-body]
-    """Return extra ``.rules`` files or directories to load for ``target``.
+    """Return extra ``.rules`` files or folders to load for ``target``.
 
-    Results of all plugins are concatenated; files found this way are always enabled.
-    Return an empty list for targets you do not serve.
+    Results of all plugins are concatenated. Files found this way are always enabled for
+    ``target`` (the target's ``rule_sets`` select among the built-in files only). Return an
+    empty list for targets you do not serve.
+
+    Args:
+        target: the target a synthesis was asked for, whichever plugin provided it.
+
+    Returns:
+        Files or folders; a folder contributes its ``*.rules`` files in name order.
+
+    Example::
+
+        @hookimpl
+        def morello_rule_paths(target: Target) -> list[Traversable]:
+            if target.name != MINE.name:
+                return []
+            return [importlib.resources.files("my_target") / "kernels.rules"]
     """
 
 
 @hookspec(firstresult=True)
-def morello_cost_coefficients(target: Target) -> CostCoefficients | None:  # type: ignore[empty-body]
+def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
     """Return the affine cost coefficients for ``target``, or None to pass.
 
-    The first non-None result wins: a calibration plugin marked ``tryfirst`` overrides the
-    defaults a target plugin supplies with ``trylast``.
+    The first non-None result wins (``firstresult``): a calibration plugin marked
+    ``tryfirst`` overrides the defaults a target plugin supplies with ``trylast``. The
+    coefficients must give a ``level_hit`` for every memory level of the target and every
+    name the enabled kernels' ``cost`` clauses use.
+
+    Args:
+        target: the target being set up.
+
+    Returns:
+        The coefficients, or None when this plugin has none for ``target``.
+
+    Example::
+
+        @hookimpl(tryfirst=True)
+        def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
+            return MEASURED.get(target.name)
     """

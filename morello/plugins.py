@@ -38,18 +38,49 @@ class Plugins:
         entry_points: bool = True,
         block: Iterable[str] = (),
     ) -> None:
+        """Load plugins and validate them.
+
+        Args:
+            modules: plugin objects (usually modules) to register in-process, after the
+                entry points; their name is ``module.__name__``.
+            entry_points: also load every entry point of the ``morello`` group.
+            block: plugin (entry-point) names to skip.
+
+        Raises:
+            TargetError: a plugin implements a hook that does not exist, or a hook with
+                arguments its specification lacks; the message names the plugin.
+        """
         self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
         for name in block:
             self.pm.set_blocked(name)
-        if entry_points:
-            self.pm.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
-        for mod in modules:
-            self.pm.register(mod)
         try:
-            self.pm.check_pending()
+            if entry_points:
+                self.pm.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
+            for mod in modules:
+                self.pm.register(mod)
         except pluggy.PluginValidationError as exc:
-            raise TargetError(f"invalid plugin {exc.plugin_name!r}: {exc}") from None
+            name = self.pm.get_name(exc.plugin) or str(getattr(exc.plugin, "__name__", "?"))
+            reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise TargetError(f"invalid plugin {name!r}: {reason}") from None
+        self._check_pending()
+
+    def _check_pending(self) -> None:
+        # pluggy's own check_pending names the plugin object, not its name; report the
+        # unknown hook and the known ones instead, so a typo is easy to see.
+        known = sorted(
+            name for name, caller in vars(self.pm.hook).items() if caller.spec is not None
+        )
+        for name, caller in sorted(vars(self.pm.hook).items()):
+            if caller.spec is not None:
+                continue
+            for impl in caller.get_hookimpls():
+                if not impl.optionalhook:
+                    raise TargetError(
+                        f"plugin {impl.plugin_name!r} implements unknown hook {name!r} "
+                        f"(known hooks: {', '.join(known)})"
+                    )
+        self.pm.check_pending()
 
     def _dist_of(self, plugin: object) -> str:
         for plug, dist in self.pm.list_plugin_distinfo():
@@ -61,7 +92,13 @@ class Plugins:
         """Every target of every plugin, in name order; duplicates are an error."""
         found: dict[str, InstalledTarget] = {}
         for impl in self.pm.hook.morello_targets.get_hookimpls():
-            for t in impl.function() or ():
+            result = impl.function()
+            if not isinstance(result, Iterable) or isinstance(result, Target):
+                raise TargetError(
+                    f"plugin {impl.plugin_name!r}: morello_targets returned "
+                    f"{type(result).__name__}, not an iterable of Targets"
+                )
+            for t in result:
                 if not isinstance(t, Target):
                     raise TargetError(
                         f"plugin {impl.plugin_name!r} returned {type(t).__name__}, not a Target"

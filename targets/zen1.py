@@ -26,6 +26,8 @@ ZEN1 = Target(
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
     compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
     processors=1,
+    # The peer of benchmarks: NumPy's OpenBLAS on one thread, held to its AVX2 kernels.
+    peer_env={"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell", "OMP_NUM_THREADS": "1"},
 )
 
 
