@@ -59,11 +59,11 @@ def expand(
         for action in actions:
             for child in action.children:
                 canon = interned.get(child)
+                if canon is spec:
+                    raise RuleError(
+                        f"rewrite {action.describe()} does not change {spec.describe()}"
+                    )
                 if canon is None:
-                    if child == spec:
-                        raise RuleError(
-                            f"rewrite {action.describe()} does not change {spec.describe()}"
-                        )
                     interned[child] = canon = child
                     queue.append(child)
                 edges.append((spec, canon))
