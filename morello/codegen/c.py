@@ -180,9 +180,7 @@ class _Emitter:
 
     def kernel(self, impl: Impl, action: KernelAction, views: list[View]) -> None:
         kernel = self.ctx.ruleset.kernel(action.kernel)
-        operands = {
-            pat.name: _element(v) for pat, v in zip(kernel.operands, views, strict=True)
-        }
+        operands = {pat.name: _element(v) for pat, v in zip(kernel.operands, views, strict=True)}
         for line in kernel.render(operands):
             self.emit(line)
 
@@ -281,7 +279,11 @@ def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
                     headers.append(h)
         elif isinstance(action, MoveAction) and action.new_buffer:
             level = ctx.target.level(action.dest.level)
-            if not level.counts_registers and _heap(action.dest, ctx) and "<stdlib.h>" not in headers:
+            if (
+                not level.counts_registers
+                and _heap(action.dest, ctx)
+                and "<stdlib.h>" not in headers
+            ):
                 headers.insert(0, "<stdlib.h>")
     return headers
 

@@ -63,7 +63,7 @@ def run(
     fn = getattr(lib, program.name)
     fn.restype = None
     buffers = [to_buffer(inputs[name], ts, ctx) for name, ts in program.params]
-    rname, rts = program.result
+    _, rts = program.result
     out = np.full(rts.volume, np.nan, dtype=ctx.dtype(rts.dtype).np_dtype())
     args = [b.ctypes.data_as(ctypes.c_void_p) for b in (*buffers, out)]
     fn(*args)

@@ -1,0 +1,51 @@
+"""C names: fresh names never collide with (or shadow) parameters, whatever they are called."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from morello.codegen import harness
+from morello.codegen.compile import compile_shared
+from morello.codegen.header import lower_to_c
+from morello.codegen.names import Names
+from morello.context import SynthesisContext
+from morello.lang.spec_file import build_program, parse_spec_file
+from morello.search.solve import synthesize
+
+
+def test_names_fresh_counts_per_prefix_in_first_use_order() -> None:
+    names = Names()
+    assert [names.fresh("v"), names.fresh("r"), names.fresh("v"), names.fresh("v")] == [
+        "v0",
+        "r0",
+        "v1",
+        "v2",
+    ]
+
+
+def test_names_fresh_skips_reserved_names_and_their_element_names() -> None:
+    # Register tiles declare v0_0, v0_1, ...: v1 is unusable when a parameter is called v1_3.
+    names = Names({"v0", "v1_3", "i0"})
+    assert names.fresh("v") == "v2"
+    assert names.fresh("i") == "i1"
+    assert names.fresh("r") == "r0"
+
+
+@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.parametrize("b_layout", ["row_major", "col_major"])
+def test_names_parameters_named_like_locals_still_match_numpy(
+    ctx: SynthesisContext, tmp_path: Path, b_layout: str
+) -> None:
+    # Parameters named like the emitter's register, loop and buffer variables.
+    text = (
+        f"func mm_{b_layout}(v1_0: f32[8, 8], r0_1: f32[8, 8] {b_layout}) -> i0: f32[8, 8] {{\n"
+        "    i0 = matmul(v1_0, r0_1)\n"
+        "}\n"
+    )
+    program = build_program(parse_spec_file("names.lark", text).funcs[0], ctx)
+    impl, _ = synthesize(program.spec, ctx)
+    c_text = lower_to_c("names", [(program, impl)], ctx).c_text
+    lib = compile_shared(c_text, ctx.target, tmp_path, "names")
+    assert harness.check(lib, program, ctx).ok
