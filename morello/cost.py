@@ -1,9 +1,11 @@
 """The affine cost model: the cost and peak memory of one Impl node from its children's.
 
 Loops cost their trip count times their body (plus the tail once); blocks the sum of their
-stages; a move the lines it touches at both levels times each level's hit coefficient (twice
-for non-contiguous data) plus its prologue, body and epilogue; a kernel its declared
-expression plus the lines its operands touch. Coefficients come from the target.
+stages; a kernel its declared expression plus the lines its operands touch (hit coefficient
+of their level times lines, twice for non-contiguous data). A move into a cache costs the
+lines it touches at both levels; a move into a new buffer costs its prologue and epilogue,
+whose kernels already pay for every access (charging the move too would count each access
+twice, which made small register tiles look dear). Coefficients come from the target.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def action_cost(
     if isinstance(action, BlockAction):
         return sum(child_costs)
     assert isinstance(action, MoveAction)
+    if action.new_buffer:
+        # The prologue and epilogue kernels already pay for every access they make.
+        return sum(child_costs)
     src = spec.operands[action.operand]
     return access_cost(src, ctx) + access_cost(action.dest, ctx) + sum(child_costs)
 

@@ -188,8 +188,9 @@ class OpDef:
         env = dict(zip((a.tensor for a in self.inputs), inputs, strict=True))
         shape = tuple(np.shape(out)) if out is not None else None
         if shape is None:
-            sizes_or = self.sizes([np.shape(x) for x in inputs] + [[0] * len(self.output.indices)])
-            sizes = sizes_or if isinstance(sizes_or, dict) else {}
+            sizes: dict[str, int] = {}
+            for acc, x in zip(self.inputs, inputs, strict=True):
+                sizes.update(zip(acc.indices, np.shape(x), strict=True))
             shape = tuple(sizes.get(ix, 1) for ix in self.output.indices)
         value = self._einsum(env)
         if value is None:

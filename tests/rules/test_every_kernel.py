@@ -148,7 +148,8 @@ def find_root(kernel: Kernel, ctx: SynthesisContext) -> tuple[SynthesisContext, 
             (k for k in ctx.ruleset.kernels if not ctx.ruleset.ops[k.op].is_identity),
             key=lambda k: -len(ctx.ruleset.ops[k.op].inputs),
         )
-        candidates = [(host, s) for s in SCALES for host in hosts]
+        # The move's own op first (a copy between memories), then the hosts.
+        candidates = [(kernel, 1)] + [(host, s) for s in SCALES for host in hosts]
     else:
         candidates = [(kernel, 1)]
     tried = []

@@ -15,26 +15,18 @@ void matmul_8x8x8(const float *restrict a, const float *restrict b, float *restr
     v0_6 = _mm256_loadu_ps(&b[48]);
     v0_7 = _mm256_loadu_ps(&b[56]);
     for (int i0 = 0; i0 < 4; i0++) {
-        __m256 v1_0, v1_1;
-        v1_0 = _mm256_setzero_ps();
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0]), v0_0, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 1]), v0_1, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 2]), v0_2, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 3]), v0_3, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 4]), v0_4, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 5]), v0_5, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 6]), v0_6, v1_0);
-        v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 7]), v0_7, v1_0);
-        v1_1 = _mm256_setzero_ps();
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8]), v0_0, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 9]), v0_1, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 10]), v0_2, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 11]), v0_3, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 12]), v0_4, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 13]), v0_5, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 14]), v0_6, v1_1);
-        v1_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 15]), v0_7, v1_1);
-        _mm256_storeu_ps(&c[16 * i0], v1_0);
-        _mm256_storeu_ps(&c[16 * i0 + 8], v1_1);
+        for (int i1 = 0; i1 < 2; i1++) {
+            __m256 v1_0;
+            v1_0 = _mm256_setzero_ps();
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1]), v0_0, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 1]), v0_1, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 2]), v0_2, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 3]), v0_3, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 4]), v0_4, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 5]), v0_5, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 6]), v0_6, v1_0);
+            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 7]), v0_7, v1_0);
+            _mm256_storeu_ps(&c[16 * i0 + 8 * i1], v1_0);
+        }
     }
 }
