@@ -40,7 +40,7 @@ def cold(sizes: list[int], ctx, repeat: int) -> None:  # type: ignore[no-untyped
         times = []
         for _ in range(repeat):
             table = MemoTable(ctx)
-            impl, st = synthesize(program(n, ctx).spec, ctx, table)
+            _impl, st = synthesize(program(n, ctx).spec, ctx, table)
             times.append(st.seconds)
         print(
             f"| matmul {n}x{n}x{n} | {st.specs_visited} | {st.graph_nodes} | "
@@ -62,7 +62,7 @@ def memo(sizes: list[int], ctx) -> None:  # type: ignore[no-untyped-def]
         t_cold = synthesize(prog.spec, ctx, MemoTable(ctx))[1].seconds
         table = open_table(db, ctx)
         t0 = time.perf_counter()
-        impl, st = synthesize(prog.spec, ctx, table)
+        _impl, _st = synthesize(prog.spec, ctx, table)
         table.flush()
         t_shared = time.perf_counter() - t0
         # Solutions of a plain dict memo, for the size comparison.
@@ -86,15 +86,19 @@ def memo(sizes: list[int], ctx) -> None:  # type: ignore[no-untyped-def]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("sizes", nargs="+", type=int)
     ap.add_argument("--target", default="zen1")
     ap.add_argument("--memo", action="store_true", help="memo-table benchmark instead of cold runs")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     ctx = make_context(args.target)
-    print(f"<!-- {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} "
-          f"python {platform.python_version()} -->")
+    print(
+        f"<!-- {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} "
+        f"python {platform.python_version()} -->"
+    )
     if args.memo:
         memo(args.sizes, ctx)
     else:

@@ -204,7 +204,11 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
     p.add_argument("--repeats", type=int, default=7, help="timed batches per side (default 7)")
     p.add_argument(
-        "--min-batch", type=float, default=0.05, metavar="S", help="seconds per batch (default 0.05)"
+        "--min-batch",
+        type=float,
+        default=0.05,
+        metavar="S",
+        help="seconds per batch (default 0.05)",
     )
     p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
     p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")

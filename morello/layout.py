@@ -169,7 +169,7 @@ class Layout:
         for idx, (ld, block) in enumerate(kept):
             in_contig = idx >= n - contig
             if merged and merged[-1][0] == ld and in_contig and (idx - 1) >= n - contig:
-                prev_ld, prev_block = merged[-1]
+                _prev_ld, prev_block = merged[-1]
                 new_block = None if prev_block is None else prev_block * kept_phys[idx]
                 if block is None:
                     new_block = None

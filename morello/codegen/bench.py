@@ -55,7 +55,8 @@ def timing_harness(program: Program, ctx: SynthesisContext) -> str:
             '        __asm__ __volatile__("" ::: "memory");',
             "    }",
             "    clock_gettime(CLOCK_MONOTONIC, &t1);",
-            "    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
+            "    return (double)(t1.tv_sec - t0.tv_sec)",
+            "        + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
             "}",
             "",
         ]
@@ -147,11 +148,7 @@ def time_peer(
     subs += "->" + "".join(letters[i] for i in opdef.output.indices)
     ins = program.spec.operands[:-1]
     # A two-operand contraction "ab,bc->ac" is exactly what BLAS gemm computes.
-    is_matmul = (
-        len(opdef.inputs) == 2
-        and len(opdef.reduction_vars) == 1
-        and subs == "ab,bc->ac"
-    )
+    is_matmul = len(opdef.inputs) == 2 and len(opdef.reduction_vars) == 1 and subs == "ab,bc->ac"
     req = {
         "shapes": [list(t.shape) for t in ins],
         "dtypes": [ctx.dtype(t.dtype).numpy for t in ins],

@@ -97,9 +97,7 @@ class BoxTable:
             if other is None:
                 break
             self._remove(other)
-            box = Box(
-                tuple(map(min, box.lo, other.lo)), tuple(map(max, box.hi, other.hi)), value
-            )
+            box = Box(tuple(map(min, box.lo, other.lo)), tuple(map(max, box.hi, other.hi)), value)
         self._add(box)
         return box
 

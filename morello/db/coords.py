@@ -84,9 +84,7 @@ def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
     tensors = []
     for i, (dtype, level, dims, contig, vs) in enumerate(operands):
         layout = Layout(tuple(tuple(d) for d in dims), contig)
-        tensors.append(
-            TensorSpec(opdef.operand_shape(i, sizes), dtype, level, layout, vs or None)
-        )
+        tensors.append(TensorSpec(opdef.operand_shape(i, sizes), dtype, level, layout, vs or None))
     return Spec(op, tuple(tensors), accum, limits, serial)
 
 

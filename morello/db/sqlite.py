@@ -10,6 +10,7 @@ lock. Boxes never contradict each other, so interleaved saves stay consistent.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -128,10 +129,8 @@ class SqliteStore:
             )
 
     def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             self.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
 
     def load(self, table: MemoTable) -> None:
         """Read every box of this namespace into ``table``."""
@@ -164,8 +163,13 @@ class SqliteStore:
             for key, box in added:
                 cur = self.conn.execute(
                     "INSERT INTO boxes (ns, key, lo, hi, value) VALUES (?, ?, ?, ?, ?)",
-                    (self.ns, key_text(key), json.dumps(box.lo), json.dumps(box.hi),
-                     value_text(box.value)),
+                    (
+                        self.ns,
+                        key_text(key),
+                        json.dumps(box.lo),
+                        json.dumps(box.hi),
+                        value_text(box.value),
+                    ),
                 )
                 ids.append(cur.lastrowid)
             self.conn.execute("COMMIT")

@@ -141,7 +141,7 @@ class MemoTable:
         )
         table.insert((*point[:nsize], *peaks), point, value)
 
-    def get(self, spec: Spec) -> Stored | None | object:
+    def get(self, spec: Spec) -> Stored | object | None:
         """The stored solution of ``spec``, None if it has none, or ``MISSING``."""
         key, point = spec_to_coords(spec, self.ctx)
         table = self.tables.get(key)

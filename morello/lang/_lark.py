@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Final
 
 import lark
 from lark.lexer import PatternStr
 
-from morello.errors import SourceError, SourceLocation
+from morello.errors import MorelloError, SourceError, SourceLocation
 
 _GRAMMAR_PACKAGE: Final = "morello_grammars"
 
@@ -180,3 +182,12 @@ def read_failure(exc: OSError | UnicodeDecodeError) -> str:
     if exc.strerror:
         return exc.strerror.lower()
     return str(exc).lower()
+
+
+def read_source(node: Traversable | Path | str, what: str, error_cls: type[MorelloError]) -> str:
+    """The text of a source file; ``error_cls("cannot read <what> <path>: why")`` if unreadable."""
+    path = Path(node) if isinstance(node, str) else node
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error_cls(f"cannot read {what} {node}: {read_failure(exc)}") from None

@@ -16,7 +16,7 @@ import attrs
 import lark
 
 from morello.errors import RuleError, RuleSyntaxError, SourceLocation
-from morello.lang._lark import loc_of, parse, read_failure
+from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import tensor_type
 from morello.rules.index_notation import (
     FUNCS,
@@ -64,10 +64,7 @@ def parse_rule_file(path: str | Path, text: str | None = None) -> RuleFile:
     """
     path = str(path)
     if text is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RuleError(f"cannot read rule file {path}: {read_failure(exc)}") from None
+        text = read_source(path, "rule file", RuleError)
     tree = parse("rules.lark", text, path, RuleSyntaxError)
     return _Builder(path).build(tree)
 

@@ -16,7 +16,7 @@ import lark
 
 from morello.dtypes import DTYPES
 from morello.errors import SourceLocation, SpecError, SpecSyntaxError
-from morello.lang._lark import loc_of, parse, read_failure
+from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import TensorType, tensor_type
 from morello.layout import LAYOUT_FAMILIES, Layout, layout_by_name
 from morello.spec import Spec, TensorSpec
@@ -90,10 +90,7 @@ def parse_spec_file(path: str | Path, text: str | None = None) -> SpecFile:
     """
     path = str(path)
     if text is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(f"cannot read spec file {path}: {read_failure(exc)}") from None
+        text = read_source(path, "spec file", SpecError)
     tree = parse("spec.lark", text, path, SpecSyntaxError)
     return SpecFile(path, tuple(_func(path, f) for f in tree.children))  # type: ignore[arg-type]
 

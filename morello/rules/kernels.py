@@ -52,9 +52,8 @@ class OperandPattern:
             if isinstance(want, int):
                 if want != have:
                     return False
-            elif want != "*":
-                if bindings.setdefault(want, have) != have:
-                    return False
+            elif want != "*" and bindings.setdefault(want, have) != have:
+                return False
         return True
 
 

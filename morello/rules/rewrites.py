@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from morello.dtypes import dtype
 from morello.errors import SourceLocation
 from morello.impl import Action, BlockAction, LoopAction, MoveAction
 from morello.layout import Layout, layout_by_name
-from morello.dtypes import dtype
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 from morello.target import Target
 

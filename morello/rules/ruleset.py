@@ -17,8 +17,9 @@ from pathlib import Path
 import attrs
 
 from morello.errors import RuleError
-from morello.layout import layout_by_name
+from morello.lang._lark import read_source
 from morello.lang.rule_file import RuleFile, parse_rule_file
+from morello.layout import layout_by_name
 from morello.rules.index_notation import OpDef
 from morello.rules.kernels import Kernel
 from morello.rules.rewrites import DecomposeRule, Rule, SchemaRule
@@ -62,13 +63,7 @@ def _expand_paths(paths: Iterable[Traversable | Path | str]) -> list[Traversable
 
 
 def _read(node: Traversable | Path) -> RuleFile:
-    path = str(node)
-    try:
-        text = node.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise RuleError(f"cannot read rule file {path}: {reason}") from None
-    return parse_rule_file(path, text)
+    return parse_rule_file(str(node), read_source(node, "rule file", RuleError))
 
 
 @attrs.frozen(slots=False)
@@ -219,4 +214,3 @@ def _check(
             for op in (r.op, *(s.op for s in r.stages)):
                 if op not in ops:
                     raise RuleError(f"rewrite {r.name}: unknown op {op!r}", r.loc)
-

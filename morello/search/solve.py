@@ -15,9 +15,9 @@ import networkx as nx
 
 from morello.context import SynthesisContext
 from morello.cost import action_cost, action_peaks
+from morello.db.table import MISSING, MemoTable, Stored
 from morello.errors import NoImplementationError, RuleError
 from morello.impl import Action, Impl
-from morello.db.table import MISSING, MemoTable, Stored
 from morello.search.expand import expand
 from morello.spec import Spec
 
@@ -76,7 +76,9 @@ def solve(
             costs = [s.cost for s in subs]  # type: ignore[union-attr]
             peaks = [s.peaks for s in subs]  # type: ignore[union-attr]
             sol = Solution(
-                action, action_cost(spec, action, costs, ctx), action_peaks(spec, action, peaks, ctx)
+                action,
+                action_cost(spec, action, costs, ctx),
+                action_peaks(spec, action, peaks, ctx),
             )
             key = _order_key(sol, index)
             if winner_key is None or key < winner_key:

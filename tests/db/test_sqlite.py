@@ -40,7 +40,7 @@ def test_sqlite_warm_run_emits_identical_c_without_search(
     db = tmp_path / "memo.sqlite3"
     code, cold, _ = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
     assert code == 0
-    code, warm, err = _run(
+    code, warm, _err = _run(
         ["--target", "zen1", str(spec), "--db", str(db), "--stats", "--json"], capsys
     )
     assert code == 0
@@ -103,7 +103,9 @@ def test_sqlite_two_writers_at_once_both_succeed(tmp_path: Path) -> None:
     s1 = _spec_file(tmp_path, 8, 2, name="one.lark")
     s2 = _spec_file(tmp_path, 4, 16, name="two.lark")
     procs = [
-        subprocess.Popen(_cli(str(s), "--db", str(db)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            _cli(str(s), "--db", str(db)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         for s in (s1, s2)
     ]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -112,7 +114,9 @@ def test_sqlite_two_writers_at_once_both_succeed(tmp_path: Path) -> None:
     for spec, (out, _) in zip((s1, s2), outs, strict=True):
         warm = subprocess.run(
             _cli(str(spec), "--db", str(db), "--stats", "--json"),
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         assert warm.stdout.startswith(out.decode())
         assert '"specs_visited": 0' in warm.stdout
