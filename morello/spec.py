@@ -82,7 +82,11 @@ def subtract_limits(
 
 @attrs.frozen(cache_hash=True)
 class Spec:
-    """A goal: ``op`` over ``operands`` (inputs then the output) under memory ``limits``."""
+    """A goal: ``op`` over ``operands`` (inputs then the output) under memory ``limits``.
+
+    ``limits`` has one entry per target level (registers, or cache lines), each a power of
+    two or 0: roots start at the snapped-down capacities and every allocation snaps down.
+    """
 
     op: str
     operands: tuple[TensorSpec, ...] = attrs.field(converter=tuple)

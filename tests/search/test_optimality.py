@@ -126,13 +126,15 @@ def test_dp_is_optimal_with_vectors(
 
 
 # Memory limits below the root's, by level (slowest first; None keeps the root's limit).
+# Limits are powers of two (or 0), as every Spec's are (see morello.spec.subtract_limits).
 SQUEEZES = [
     (None, 0, 0, 0),  # nothing fits in the faster levels: no implementation at all
     (None, 1, 0, 1),
     (None, 1, 1, 2),
     (None, 2, 2, 2),
-    (None, 4, 1, 3),
+    (None, 4, 1, 2),
     (None, 512, 2, 1),
+    (None, 512, 0, 0),  # no registers: scalar code straight from the cache
 ]
 SQUEEZED_SHAPES = [(1, 1, 1), (2, 2, 2), (2, 3, 4), (1, 2, 8)]
 
