@@ -26,20 +26,25 @@ from morello.errors import MemoTableError
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 _BUSY_TIMEOUT_S: Final = 120.0
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS boxes (
+CREATE TABLE IF NOT EXISTS tables (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     ns TEXT NOT NULL,
     key TEXT NOT NULL,
+    UNIQUE (ns, key)
+);
+CREATE TABLE IF NOT EXISTS boxes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_id INTEGER NOT NULL REFERENCES tables (id),
     lo TEXT NOT NULL,
     hi TEXT NOT NULL,
     value TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS boxes_ns ON boxes (ns);
+CREATE INDEX IF NOT EXISTS boxes_table ON boxes (table_id);
 """
 
 
@@ -80,11 +85,22 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" in existing:
+            row = conn.execute("SELECT v FROM meta WHERE k = 'format'").fetchone()
+            if row is not None and row[0] != str(FORMAT_VERSION):
+                raise MemoTableError(
+                    f"memo table {path} has format {row[0]}, this Morello reads format "
+                    f"{FORMAT_VERSION}; {_hint(path)}"
+                )
         if create:
             conn.executescript(_SCHEMA)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"meta", "boxes"} <= tables:
+        if not {"meta", "tables", "boxes"} <= tables:
             raise MemoTableError(f"{path} is not a Morello memo table; {_hint(path)}")
+    except MemoTableError:
+        conn.close()
+        raise
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise MemoTableError(
@@ -136,7 +152,9 @@ class SqliteStore:
         """Read every box of this namespace into ``table``."""
         try:
             rows = self.conn.execute(
-                "SELECT id, key, lo, hi, value FROM boxes WHERE ns = ? ORDER BY id", (self.ns,)
+                "SELECT boxes.id, tables.key, lo, hi, value FROM boxes "
+                "JOIN tables ON boxes.table_id = tables.id WHERE tables.ns = ? ORDER BY boxes.id",
+                (self.ns,),
             ).fetchall()
             for row_id, key, lo, hi, value in rows:
                 box = Box(tuple(json.loads(lo)), tuple(json.loads(hi)), value_from_text(value))
@@ -160,16 +178,19 @@ class SqliteStore:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany("DELETE FROM boxes WHERE id = ?", [(i,) for i in removed])
             ids = []
+            table_ids: dict[str, int] = {}
             for key, box in added:
+                text = key_text(key)
+                if text not in table_ids:
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO tables (ns, key) VALUES (?, ?)", (self.ns, text)
+                    )
+                    table_ids[text] = self.conn.execute(
+                        "SELECT id FROM tables WHERE ns = ? AND key = ?", (self.ns, text)
+                    ).fetchone()[0]
                 cur = self.conn.execute(
-                    "INSERT INTO boxes (ns, key, lo, hi, value) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        self.ns,
-                        key_text(key),
-                        json.dumps(box.lo),
-                        json.dumps(box.hi),
-                        value_text(box.value),
-                    ),
+                    "INSERT INTO boxes (table_id, lo, hi, value) VALUES (?, ?, ?, ?)",
+                    (table_ids[text], _compact(box.lo), _compact(box.hi), value_text(box.value)),
                 )
                 ids.append(cur.lastrowid)
             self.conn.execute("COMMIT")
@@ -196,10 +217,13 @@ def file_stats(path: Path) -> dict[str, Any]:
         boxes = tables = points = 0
         namespaces = set()
         keys = set()
-        for ns, key, lo, hi in conn.execute("SELECT ns, key, lo, hi FROM boxes"):
+        for ns, key_id, lo, hi in conn.execute(
+            "SELECT tables.ns, boxes.table_id, lo, hi FROM boxes "
+            "JOIN tables ON boxes.table_id = tables.id"
+        ):
             boxes += 1
             namespaces.add(ns)
-            keys.add((ns, key))
+            keys.add(key_id)
             vol = 1
             for a, b in zip(json.loads(lo), json.loads(hi), strict=True):
                 vol *= b - a + 1
@@ -222,6 +246,10 @@ def file_stats(path: Path) -> dict[str, Any]:
         "points": points,
         "bytes": size,
     }
+
+
+def _compact(point: tuple[int, ...]) -> str:
+    return json.dumps(point, separators=(",", ":"))
 
 
 def open_table(path: str | Path | None, ctx: SynthesisContext) -> MemoTable:

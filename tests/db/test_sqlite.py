@@ -137,3 +137,15 @@ def test_sqlite_sigkill_mid_run_leaves_a_usable_file(tmp_path: Path) -> None:
         _cli(str(small), "--db", str(db), "--check"), capture_output=True, text=True, check=True
     )
     assert again.stdout == fresh.stdout
+
+
+def test_sqlite_other_format_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec_file(tmp_path, 2)
+    db = tmp_path / "memo.sqlite3"
+    assert _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)[0] == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET v = '0' WHERE k = 'format'")
+    code, out, err = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"morello: error: memo table {db} has format 0, this Morello reads")
+    assert err.strip().endswith("to start fresh")
