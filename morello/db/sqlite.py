@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -119,20 +120,13 @@ class SqliteStore:
         self._stamp(ctx.target.name)
 
     def _stamp(self, target: str) -> None:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
+        with self._transaction(f"memo table {self.path} is damaged"):
             meta = dict(self.conn.execute("SELECT k, v FROM meta").fetchall())
             if not meta:
                 self.conn.executemany(
                     "INSERT INTO meta (k, v) VALUES (?, ?)",
                     [("format", str(FORMAT_VERSION)), ("target", target)],
                 )
-            self.conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            self._rollback()
-            raise MemoTableError(
-                f"memo table {self.path} is damaged ({exc}); {_hint(self.path)}"
-            ) from None
         if meta and meta.get("format") != str(FORMAT_VERSION):
             raise MemoTableError(
                 f"memo table {self.path} has format {meta.get('format')}, this Morello "
@@ -144,9 +138,17 @@ class SqliteStore:
                 f"not {target!r}; {_hint(self.path)}"
             )
 
-    def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            self.conn.execute("ROLLBACK")
+    @contextlib.contextmanager
+    def _transaction(self, failure: str) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` transaction; a database error becomes ``failure (why)``."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            yield
+            self.conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise MemoTableError(f"{failure} ({exc}); {_hint(self.path)}") from None
 
     def load(self, table: MemoTable) -> None:
         """Read every box of this namespace into ``table``."""
@@ -174,11 +176,10 @@ class SqliteStore:
             added.extend((key, b) for b in bt.boxes if b.db_id is None)
         if not removed and not added:
             return
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
+        ids: list[int] = []
+        table_ids: dict[str, int] = {}
+        with self._transaction(f"cannot write memo table {self.path}"):
             self.conn.executemany("DELETE FROM boxes WHERE id = ?", [(i,) for i in removed])
-            ids = []
-            table_ids: dict[str, int] = {}
             for key, box in added:
                 text = key_text(key)
                 if text not in table_ids:
@@ -192,13 +193,7 @@ class SqliteStore:
                     "INSERT INTO boxes (table_id, lo, hi, value) VALUES (?, ?, ?, ?)",
                     (table_ids[text], _compact(box.lo), _compact(box.hi), value_text(box.value)),
                 )
-                ids.append(cur.lastrowid)
-            self.conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            self._rollback()
-            raise MemoTableError(
-                f"cannot write memo table {self.path} ({exc}); {_hint(self.path)}"
-            ) from None
+                ids.append(cur.lastrowid)  # type: ignore[arg-type]
         for (_, box), row_id in zip(added, ids, strict=True):
             box.db_id = row_id
         for bt in table.tables.values():
