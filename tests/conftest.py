@@ -8,6 +8,7 @@ default zen1). ``requires_isa(*flags)`` skips on CPUs without the flags (named a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -28,6 +29,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden", action="store_true", help="rewrite golden C files instead of comparing"
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point the default memo table (and anything else cached) away from the user's files.
+
+    Set in the environment, so subprocesses started by tests inherit it.
+    """
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
 
 
 @pytest.fixture(scope="session")

@@ -50,9 +50,13 @@ CREATE INDEX IF NOT EXISTS boxes_table ON boxes (table_id);
 
 
 def default_db_path(target_name: str) -> Path:
-    """``$XDG_CACHE_HOME/morello/<target>.sqlite3`` (``~/.cache`` when unset)."""
+    """``$XDG_CACHE_HOME/morello/<target>-v<format>.sqlite3`` (``~/.cache`` when unset).
+
+    The format is part of the name, so a newer Morello starts a new default file instead of
+    refusing the old one (files given with ``--db`` are refused if their format differs).
+    """
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "morello" / f"{target_name}.sqlite3"
+    return Path(base) / "morello" / f"{target_name}-v{FORMAT_VERSION}.sqlite3"
 
 
 def fingerprint(ctx: SynthesisContext) -> str:
