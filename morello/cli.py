@@ -308,7 +308,7 @@ def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool)
         print(
             f"# {r['function']}: cost {r['cost']}, {r['specs_visited']} specs visited, "
             f"{r['graph_nodes']} graph nodes, {r['graph_edges']} edges, {r['seconds']:.3f} s",
-            file=sys.stderr if not as_json else sys.stdout,
+            file=sys.stderr,
         )
 
 

@@ -86,8 +86,3 @@ def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
         layout = Layout(tuple(tuple(d) for d in dims), contig)
         tensors.append(TensorSpec(opdef.operand_shape(i, sizes), dtype, level, layout, vs or None))
     return Spec(op, tuple(tensors), accum, limits, serial)
-
-
-def size_dims(spec_key: Key, ctx: SynthesisContext) -> int:
-    """How many leading coordinates of a point are sizes (the rest are limits)."""
-    return len(ctx.ruleset.ops[spec_key[0]].index_vars)

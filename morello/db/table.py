@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import attrs
 
 from morello.db.boxes import BoxTable, Value
-from morello.db.coords import Key, coords_to_spec, limit_coord, limit_from_coord, spec_to_coords
+from morello.db.coords import Key, limit_coord, limit_from_coord, spec_to_coords
 from morello.impl import Action, BlockAction, KernelAction, LoopAction, MoveAction
 from morello.spec import Spec
 
@@ -167,10 +167,6 @@ class MemoTable:
             if decision_of(action) == stored.decision:
                 return action
         return None
-
-    def spec_at(self, key: Key, point: tuple[int, ...]) -> Spec:
-        """The Spec a stored point denotes (for inspection)."""
-        return coords_to_spec(key, point, self.ctx)
 
     def flush(self) -> None:
         """Persist what changed (no-op without a store)."""
