@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from morello import __version__
-from morello.codegen.bench import HARNESS_PRELUDE, time_kernel, time_peer, timing_harness
+from morello.codegen.bench import (
+    HARNESS_PRELUDE,
+    bytes_per_call,
+    time_kernel,
+    time_peer,
+    timing_harness,
+)
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check, missing_isa
 from morello.codegen.header import lower_to_c
@@ -233,7 +239,8 @@ def _bench_main(argv: Sequence[str]) -> int:
             print(
                 f"{r['spec']}: morello {r['gflops']:.2f} GFLOP/s "
                 f"({r['seconds'] * 1e6:.2f} us, spread {r['seconds_low'] * 1e6:.2f}-"
-                f"{r['seconds_high'] * 1e6:.2f}), peer {r['peer_gflops']:.2f} GFLOP/s, "
+                f"{r['seconds_high'] * 1e6:.2f}, {r['gbps']:.2f} GB/s), "
+                f"peer {r['peer_gflops']:.2f} GFLOP/s ({r['peer_gbps']:.2f} GB/s), "
                 f"ratio {r['ratio']:.2f}, synthesis {r['synthesis_seconds']:.1f} s"
             )
     return ExitCode.OK
@@ -258,6 +265,7 @@ def _bench(args: argparse.Namespace) -> list[dict[str, object]]:
         sizes = opdef.sizes([t.shape for t in program.spec.operands])
         assert isinstance(sizes, dict)
         flops = opdef.flops(sizes)
+        nbytes, peer_nbytes = bytes_per_call(program, ctx)
         rows.append(
             {
                 "spec": f"{args.spec}:{program.name}",
@@ -270,6 +278,10 @@ def _bench(args: argparse.Namespace) -> list[dict[str, object]]:
                 "peer_seconds_low": peer.low,
                 "peer_seconds_high": peer.high,
                 "peer_gflops": flops / peer.median / 1e9,
+                "bytes": nbytes,
+                "gbps": nbytes / mine.median / 1e9,
+                "peer_bytes": peer_nbytes,
+                "peer_gbps": peer_nbytes / peer.median / 1e9,
                 "ratio": peer.median / mine.median,
                 "synthesis_seconds": stats.seconds,
                 "cost": impl.cost,

@@ -80,13 +80,27 @@ def time_kernel(
     inputs = random_inputs(program, ctx)
     bufs = [to_buffer(inputs[n], ts, ctx) for n, ts in program.params]
     _, rts = program.result
-    out = np.zeros(rts.volume, dtype=ctx.dtype(rts.dtype).np_dtype())
+    out = ctx.dtype(rts.dtype).encode(np.zeros(rts.volume))
     ptrs = [b.ctypes.data_as(ctypes.c_void_p) for b in (*bufs, out)]
 
     def batch(iters: int) -> float:
         return float(fn(*ptrs, ctypes.c_long(iters))) / iters
 
     return _measure(batch, repeats, min_batch_s)
+
+
+def bytes_per_call(program: Program, ctx: SynthesisContext) -> tuple[int, int]:
+    """Bytes the function must move per call in its own dtypes, and the peer's in its dtypes.
+
+    Every input is read once and the output written once: a lower bound on memory traffic,
+    the figure a memory-bound kernel's GB/s is measured by.
+    """
+    mine = peer = 0
+    for ts in program.spec.operands:
+        dt = ctx.dtype(ts.dtype)
+        mine += ts.volume * dt.size
+        peer += ts.volume * dt.logical_dtype().itemsize
+    return mine, peer
 
 
 def _measure(batch, repeats: int, min_batch_s: float) -> Timing:  # type: ignore[no-untyped-def]
@@ -141,7 +155,11 @@ def time_peer(
     repeats: int = 7,
     min_batch_s: float = 0.05,
 ) -> Timing:
-    """Time NumPy on the same shapes and dtypes in a child process with ``env`` set."""
+    """Time NumPy on the same shapes and dtypes in a child process with ``env`` set.
+
+    A dtype NumPy lacks is replaced by the type of its values (bf16 by float32), so a bf16
+    kernel is compared with NumPy's float32 computation of the same shape.
+    """
     opdef = ctx.ruleset.ops[program.spec.op]
     letters = {v: chr(ord("a") + i) for i, v in enumerate(opdef.index_vars)}
     subs = ",".join("".join(letters[i] for i in acc.indices) for acc in opdef.inputs)
@@ -151,9 +169,9 @@ def time_peer(
     is_matmul = len(opdef.inputs) == 2 and len(opdef.reduction_vars) == 1 and subs == "ab,bc->ac"
     req = {
         "shapes": [list(t.shape) for t in ins],
-        "dtypes": [ctx.dtype(t.dtype).numpy for t in ins],
+        "dtypes": [ctx.dtype(t.dtype).logical_dtype().name for t in ins],
         "out_shape": list(program.spec.output.shape),
-        "out_dtype": ctx.dtype(program.spec.output.dtype).numpy,
+        "out_dtype": ctx.dtype(program.spec.output.dtype).logical_dtype().name,
         "einsum": subs,
         "matmul": is_matmul,
         "repeats": repeats,

@@ -35,23 +35,28 @@ def buffer_offsets(ts: TensorSpec) -> np.ndarray:
 
 def to_buffer(arr: np.ndarray, ts: TensorSpec, ctx: SynthesisContext) -> np.ndarray:
     """The flat buffer holding logical array ``arr`` in ``ts``'s layout."""
-    buf = np.zeros(ts.volume, dtype=ctx.dtype(ts.dtype).np_dtype())
-    buf[buffer_offsets(ts).ravel()] = arr.ravel()
+    dt = ctx.dtype(ts.dtype)
+    buf = np.zeros(ts.volume, dtype=dt.np_dtype())
+    buf[buffer_offsets(ts).ravel()] = dt.encode(arr).ravel()
     return buf
 
 
-def from_buffer(buf: np.ndarray, ts: TensorSpec) -> np.ndarray:
+def from_buffer(buf: np.ndarray, ts: TensorSpec, ctx: SynthesisContext) -> np.ndarray:
     """The logical array stored in flat ``buf`` in ``ts``'s layout."""
-    return buf[buffer_offsets(ts)]
+    return ctx.dtype(ts.dtype).decode(buf[buffer_offsets(ts)])
 
 
 def random_inputs(program: Program, ctx: SynthesisContext, seed: int = 0) -> dict[str, np.ndarray]:
-    """Logical input arrays with values in [-1, 1), keyed by parameter name."""
+    """Logical input arrays with values in [-1, 1), keyed by parameter name.
+
+    Values are rounded to the parameter's dtype (bf16 with round-to-nearest-even), so the
+    reference sees exactly what the kernel reads.
+    """
     rng = np.random.default_rng(seed)
     out = {}
     for name, ts in program.params:
-        np_dtype = ctx.dtype(ts.dtype).np_dtype()
-        out[name] = rng.uniform(-1.0, 1.0, size=ts.shape).astype(np_dtype)
+        values = rng.uniform(-1.0, 1.0, size=ts.shape).astype(np.float32)
+        out[name] = ctx.dtype(ts.dtype).quantize(values)
     return out
 
 
@@ -64,10 +69,11 @@ def run(
     fn.restype = None
     buffers = [to_buffer(inputs[name], ts, ctx) for name, ts in program.params]
     _, rts = program.result
-    out = np.full(rts.volume, np.nan, dtype=ctx.dtype(rts.dtype).np_dtype())
+    out = np.full(rts.volume, np.nan, dtype=ctx.dtype(rts.dtype).logical_dtype())
+    out = ctx.dtype(rts.dtype).encode(out)
     args = [b.ctypes.data_as(ctypes.c_void_p) for b in (*buffers, out)]
     fn(*args)
-    return from_buffer(out, rts)
+    return from_buffer(out, rts, ctx)
 
 
 @attrs.frozen
@@ -98,13 +104,18 @@ def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
     ``n`` is the reduction length and ``u`` the unit roundoff of the output dtype; this is the
     classic bound for recursive summation of products (fused multiply-adds only tighten it),
     applied to the same expression over absolute values.
+
+    Inputs narrower than the output (bf16 into f32) need nothing more: the inputs are exact
+    bf16 values, each product of two has at most 16 significant bits and so is exact in f32,
+    and the only rounding left is the f32 accumulation the bound covers. The reference is
+    computed in float64 from the same bf16 values.
     """
     opdef = ctx.ruleset.ops[program.spec.op]
     spec = program.spec
     sizes = opdef.sizes([t.shape for t in spec.operands])
     assert isinstance(sizes, dict)
     n = math.prod(sizes[v] for v in opdef.reduction_vars)
-    u = float(np.finfo(ctx.dtype(spec.output.dtype).np_dtype()).eps) / 2
+    u = ctx.dtype(spec.output.dtype).unit_roundoff
     args = [np.abs(inputs[name]).astype(np.float64) for name in program.operand_params[:-1]]
     magnitude = np.abs(opdef.reference(args, np.zeros(spec.output.shape)))
     return (n + 2) * u * magnitude + 8 * u

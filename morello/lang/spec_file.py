@@ -18,7 +18,7 @@ from morello.dtypes import DTYPES
 from morello.errors import SourceLocation, SpecError, SpecSyntaxError
 from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import TensorType, tensor_type
-from morello.layout import LAYOUT_FAMILIES, Layout, layout_by_name
+from morello.layout import LAYOUT_FAMILIES, PARAMETRIC_FAMILIES, Layout, layout_by_name
 from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
@@ -161,10 +161,12 @@ def tensor_spec_of(tt: TensorType, what: str, levels: list[str]) -> TensorSpec:
     shape = tuple(int(d) for d in tt.dims)
     layout = layout_by_name(name, len(shape))
     if layout is None:
-        known = ", ".join(LAYOUT_FAMILIES)
+        known = ", ".join([*LAYOUT_FAMILIES, *(f"{p}(N)" for p in PARAMETRIC_FAMILIES)])
         raise SpecError(f"{what}: unknown layout {name!r} (known: {known})", tt.loc)
     canon = layout.canonical(shape)
-    assert canon is not None
+    if canon is None:
+        dims = ", ".join(map(str, shape))
+        raise SpecError(f"{what}: layout {name} does not fit shape [{dims}]", tt.loc)
     return TensorSpec(shape, tt.dtype, level, canon)
 
 
@@ -344,10 +346,12 @@ class _Checker:
                     stmt.loc,
                 )
             sizes[ix] = n
-        if call.args and out.dtype != dtype_name:
+        # An op gives its inputs' dtype, or a wider one they accumulate into (bf16 -> f32).
+        wider = DTYPES[dtype_name].accumulates_into
+        if call.args and out.dtype != dtype_name and out.dtype not in wider:
+            gives = " or ".join((dtype_name, *wider))
             raise SpecError(
-                f"dtype mismatch: result {stmt.target} is {out.dtype} "
-                f"but {call.op} gives {dtype_name}",
+                f"dtype mismatch: result {stmt.target} is {out.dtype} but {call.op} gives {gives}",
                 stmt.loc,
             )
 

@@ -174,8 +174,16 @@ CHECK_ERRORS = [
         "{path}:1:25: error: result 'y' is never assigned",
     ),
     (
-        "func f(a: bf16[4, 4]) -> c: bf16[4, 4] {\n" + _MOVE,
-        "{path}:1:11: error: parameter a: dtype bf16 is not supported yet",
+        "func f(a: bf16[4, 4], b: bf16[4, 4]) -> c: f64[4, 4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:2:5: error: dtype mismatch: result c is f64 but matmul gives bf16 or f32",
+    ),
+    (
+        "func f(a: bf16[4, 4], b: f32[4, 4]) -> c: f32[4, 4] {\n    c = matmul(a, b)\n}\n",
+        "{path}:2:19: error: dtype mismatch in matmul: a is bf16 but b is f32",
+    ),
+    (
+        "func f(a: f32[4, 6] packed_cols(4)) -> c: f32[4, 6] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: layout packed_cols(4) does not fit shape [4, 6]",
     ),
     (
         "func f(a: f32[4, 4] @L9) -> c: f32[4, 4] {\n" + _MOVE,
@@ -187,7 +195,8 @@ CHECK_ERRORS = [
     ),
     (
         "func f(a: f32[4, 4] diag) -> c: f32[4, 4] {\n" + _MOVE,
-        "{path}:1:11: error: parameter a: unknown layout 'diag' (known: row_major, col_major)",
+        "{path}:1:11: error: parameter a: unknown layout 'diag' "
+        "(known: row_major, col_major, packed_cols(N), packed_rows(N))",
     ),
     (
         "func f(a: f32[4, 4] row_major col_major) -> c: f32[4, 4] {\n" + _MOVE,
