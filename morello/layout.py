@@ -265,3 +265,34 @@ def layout_by_name(name: str, rank: int) -> Layout | None:
     if m and m.group(1) in PARAMETRIC_FAMILIES and int(m.group(2)) > 1 and rank >= 2:
         return PARAMETRIC_FAMILIES[m.group(1)](rank, int(m.group(2)))
     return None
+
+
+def family_name(layout: Layout, shape: Sequence[int]) -> str | None:
+    """The name of a layout family that gives ``layout`` on ``shape`` (canonical forms), if any.
+
+    ``packed_cols(16)`` and the like are tried with the block sizes ``layout`` uses.
+    """
+    candidates = [ctor(len(shape)) for ctor in LAYOUT_FAMILIES.values()]
+    names = list(LAYOUT_FAMILIES)
+    for block in sorted({b for _, b in layout.dims if b is not None}):
+        for name, pctor in PARAMETRIC_FAMILIES.items():
+            if len(shape) >= 2:
+                candidates.append(pctor(len(shape), block))
+                names.append(f"{name}({block})")
+    for name, cand in zip(names, candidates, strict=True):
+        if cand.canonical(shape) == layout:
+            return name
+    return None
+
+
+def offset_formula(layout: Layout, shape: Sequence[int], coords: Sequence[str]) -> str:
+    """The buffer offset of element ``coords`` as C-like text, e.g. ``(j / 64) * 4096 + i``."""
+    parts = []
+    for coord, div, mod, stride in reversed(layout.offset_terms(shape, list(coords))):
+        term = str(coord) if div == 1 else f"{coord} / {div}"
+        if mod is not None:
+            term = f"({term}) % {mod}" if div != 1 else f"{term} % {mod}"
+        elif div != 1:
+            term = f"({term})"
+        parts.append(term if stride == 1 else f"{term} * {stride}")
+    return " + ".join(parts) or "0"

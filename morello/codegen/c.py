@@ -261,16 +261,25 @@ def _heap(ts: TensorSpec, ctx: SynthesisContext) -> bool:
     return ts.volume * ctx.dtype(ts.dtype).size > _STACK_LIMIT_BYTES
 
 
-def c_signature(program: Program, ctx: SynthesisContext) -> str:
-    """``void name(const float *restrict a, ..., float *restrict c)`` in parameter order."""
-    parts = [f"const {ctx.dtype(ts.dtype).c_type} *restrict {n}" for n, ts in program.params]
+def c_signature(program: Program, ctx: SynthesisContext, restrict: bool = True) -> str:
+    """``void name(const float *restrict a, ..., float *restrict c)`` in parameter order.
+
+    Without ``restrict`` it is the same function type (qualifiers of the parameters themselves
+    do not count), spelled so that C++ accepts it too: that is the header's prototype.
+    """
+    q = "restrict " if restrict else ""
+    parts = [f"const {ctx.dtype(ts.dtype).c_type} *{q}{n}" for n, ts in program.params]
     name, ts = program.result
-    parts.append(f"{ctx.dtype(ts.dtype).c_type} *restrict {name}")
+    parts.append(f"{ctx.dtype(ts.dtype).c_type} *{q}{name}")
     return f"void {program.name}({', '.join(parts)})"
 
 
 def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
     headers: list[str] = []
+    for ts in impl.spec.operands:
+        h = ctx.dtype(ts.dtype).c_header
+        if h is not None and h not in headers:
+            headers.append(h)
     for node in impl.walk():
         action = node.action
         if isinstance(action, KernelAction):

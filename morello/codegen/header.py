@@ -11,6 +11,7 @@ from morello.codegen.c import c_signature, lower_function
 from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program
+from morello.layout import family_name, offset_formula
 
 
 @attrs.frozen
@@ -46,11 +47,19 @@ def lower_to_c(
         c_text += "".join(f"#include {h}\n" for h in headers) + "\n"
     c_text += "\n".join(bodies)
     guard = _guard(unit)
+    h_includes: list[str] = []
+    for program, _ in programs:
+        for _, ts in (*program.params, program.result):
+            h = ctx.dtype(ts.dtype).c_header
+            if h is not None and h not in h_includes:
+                h_includes.append(h)
     h_lines = [
         banner,
         f"#ifndef {guard}",
         f"#define {guard}",
         "",
+        *(f"#include {h}" for h in h_includes),
+        *([""] if h_includes else []),
         "#ifdef __cplusplus",
         'extern "C" {',
         "#endif",
@@ -58,7 +67,7 @@ def lower_to_c(
     ]
     for program, _ in programs:
         h_lines.append(_doc_comment(program, ctx))
-        h_lines.append(c_signature(program, ctx) + ";")
+        h_lines.append(c_signature(program, ctx, restrict=False) + ";")
         h_lines.append("")
     h_lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return CSource(unit, c_text, "\n".join(h_lines))
@@ -66,9 +75,19 @@ def lower_to_c(
 
 def _doc_comment(program: Program, ctx: SynthesisContext) -> str:
     lines = [f"/* {program.name}: {program.spec.op}, synthesized for {ctx.target.name}."]
+    coords = [chr(ord("i") + d) for d in range(max(len(t.shape) for t in program.spec.operands))]
     for name, ts in (*program.params, program.result):
         role = "out" if (name, ts) == program.result else "in "
-        lines.append(f" *   {role} {name}: {ts.describe()}")
-    lines.append(" * Pointers must not overlap the output. No globals: safe to call from several")
-    lines.append(" * threads at once on different outputs. */")
+        dims = ", ".join(map(str, ts.shape))
+        layout = family_name(ts.layout, ts.shape) or ts.layout.describe(len(ts.shape))
+        dt = ctx.dtype(ts.dtype)
+        c_type = f"{dt.c_type}, " if dt.logical and dt.logical != dt.numpy else ""
+        where = offset_formula(ts.layout, ts.shape, coords[: len(ts.shape)])
+        lines.append(f" *   {role} {name}: {ts.dtype}[{dims}] ({c_type}{layout}),")
+        lines.append(f" *       element [{', '.join(coords[: len(ts.shape)])}] at {name}[{where}]")
+    if any(ts.dtype == "bf16" for ts in program.spec.operands):
+        lines.append(" * A bf16 value is stored as the top 16 bits of the float32 it stands for.")
+    lines.append(" * Buffers are dense, in the layouts above; the output is overwritten and must")
+    lines.append(" * not overlap the inputs. No globals and no allocation shared between calls:")
+    lines.append(" * safe to call from several threads at once on different outputs. */")
     return "\n".join(lines)

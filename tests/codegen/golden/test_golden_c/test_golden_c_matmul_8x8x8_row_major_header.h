@@ -8,12 +8,16 @@ extern "C" {
 #endif
 
 /* matmul_8x8x8: matmul, synthesized for zen1.
- *   in  a: f32[8, 8] @GL row_major
- *   in  b: f32[8, 8] @GL row_major
- *   out c: f32[8, 8] @GL row_major
- * Pointers must not overlap the output. No globals: safe to call from several
- * threads at once on different outputs. */
-void matmul_8x8x8(const float *restrict a, const float *restrict b, float *restrict c);
+ *   in  a: f32[8, 8] (row_major),
+ *       element [i, j] at a[i * 8 + j]
+ *   in  b: f32[8, 8] (row_major),
+ *       element [i, j] at b[i * 8 + j]
+ *   out c: f32[8, 8] (row_major),
+ *       element [i, j] at c[i * 8 + j]
+ * Buffers are dense, in the layouts above; the output is overwritten and must
+ * not overlap the inputs. No globals and no allocation shared between calls:
+ * safe to call from several threads at once on different outputs. */
+void matmul_8x8x8(const float *a, const float *b, float *c);
 
 #ifdef __cplusplus
 }
