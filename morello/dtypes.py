@@ -83,9 +83,12 @@ class Dtype:
 def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     """bfloat16 bit patterns (uint16) of ``values`` rounded to nearest, ties to even.
 
+    The rounding is from float32: other inputs are converted to float32 first (a float64
+    input is thus rounded twice, which can differ from rounding it once in the last place).
     NaNs stay NaNs (quiet, sign kept); values past the largest bf16 round to infinity.
+    The result has the shape of ``values``.
     """
-    f = np.ascontiguousarray(values, dtype=np.float32)
+    f = np.ascontiguousarray(values, dtype=np.float32).reshape(np.shape(values))
     bits = f.view(np.uint32).astype(np.uint64)
     lsb = (bits >> 16) & 1
     rounded = ((bits + 0x7FFF + lsb) >> 16).astype(np.uint16)
@@ -97,7 +100,7 @@ def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
 
 def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
     """The float32 values of bfloat16 bit patterns (exact: bf16 is a truncated float32)."""
-    b = np.ascontiguousarray(bits, dtype=np.uint16)
+    b = np.ascontiguousarray(bits, dtype=np.uint16).reshape(np.shape(bits))
     return (b.astype(np.uint32) << 16).view(np.float32)
 
 
