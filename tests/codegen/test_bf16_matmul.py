@@ -157,7 +157,7 @@ def test_bf16_matmul_packed_buffer_layout(libraries: _Libraries) -> None:
     for k in range(k_dim):
         for n in range(n_dim):
             offset = (n // 8) * (k_dim * 8) + k * 8 + n % 8
-            assert buf[offset] == f32_to_bf16_bits(values[k, n])[0], (k, n)
+            assert buf[offset] == f32_to_bf16_bits(values[k, n]), (k, n)
     np.testing.assert_array_equal(harness.from_buffer(buf, ts, libraries.ctx), values)
 
 
