@@ -5,15 +5,18 @@
  *
  * Allocates SIZE_MIB MiB (64-byte aligned), writes every byte once so every page is faulted
  * in and backed by its own frame (not the shared zero page), makes one warm-up pass, then
- * times REPEATS read passes of each of two variants, alternating so both see the same noise:
+ * times REPEATS read passes of each variant, in turn so all see the same noise:
  *
- *   sequential   one stream from the start of the buffer to its end (the headline figure);
- *   two streams  the first and second halves read at once, interleaved.
+ *   sequential   one stream from the start of the buffer to its end;
+ *   S streams    the buffer read as S = 2, 4, 8 equal parts at once, a line from each in turn
+ *                (a core's prefetchers follow several streams, and together they move more
+ *                data than one: the machine's read bandwidth is the best of the variants).
  *
  * Each pass adds every loaded 32-byte vector into one of 8 independent accumulators, so the
  * loads cannot be dropped and the adds are never the bottleneck. Prints one line of JSON:
  *
- *   {"bytes": N, "seconds": [...], "seconds_two_streams": [...], "checksum": N}
+ *   {"bytes": N, "seconds": [...], "seconds_streams": {"2": [...], "4": [...], "8": [...]},
+ *    "checksum": N}
  *
  * "seconds" holds the sequential passes. The checksum is printed so the compiler must keep
  * every pass. Errors go to stderr with exit status 2.
@@ -28,6 +31,9 @@
 
 #define VEC_BYTES 32             /* one __m256i */
 #define STEP_BYTES (8 * VEC_BYTES) /* bytes read per loop iteration: 8 vectors */
+
+static const int MULTI[] = {2, 4, 8}; /* stream counts of the multi-stream variants */
+#define N_MULTI 3
 
 /* Seconds on the monotonic clock. */
 static double now(void) {
@@ -63,23 +69,18 @@ static uint64_t read_sequential(const unsigned char *buf, size_t bytes) {
   return fold(acc);
 }
 
-/* One pass reading both halves at once: 4 vectors from each half per iteration.
- * bytes is a multiple of STEP_BYTES, so each half is a multiple of 4 vectors. */
-static uint64_t read_two_streams(const unsigned char *buf, size_t bytes) {
-  size_t half = bytes / 2;
+/* One pass reading the buffer as `streams` equal parts at once: each iteration reads one
+ * 64-byte line from every part. bytes / streams is a multiple of 64. */
+static uint64_t read_streams(const unsigned char *buf, size_t bytes, int streams) {
+  size_t part = bytes / (size_t)streams;
   __m256i acc[8];
   for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
-  for (size_t off = 0; off < half; off += STEP_BYTES / 2) {
-    const __m256i *a = (const __m256i *)(buf + off);
-    const __m256i *b = (const __m256i *)(buf + half + off);
-    acc[0] = _mm256_add_epi64(acc[0], _mm256_load_si256(a + 0));
-    acc[1] = _mm256_add_epi64(acc[1], _mm256_load_si256(b + 0));
-    acc[2] = _mm256_add_epi64(acc[2], _mm256_load_si256(a + 1));
-    acc[3] = _mm256_add_epi64(acc[3], _mm256_load_si256(b + 1));
-    acc[4] = _mm256_add_epi64(acc[4], _mm256_load_si256(a + 2));
-    acc[5] = _mm256_add_epi64(acc[5], _mm256_load_si256(b + 2));
-    acc[6] = _mm256_add_epi64(acc[6], _mm256_load_si256(a + 3));
-    acc[7] = _mm256_add_epi64(acc[7], _mm256_load_si256(b + 3));
+  for (size_t off = 0; off < part; off += 64) {
+    for (int s = 0; s < streams; s++) {
+      const __m256i *p = (const __m256i *)(buf + (size_t)s * part + off);
+      acc[(2 * s) % 8] = _mm256_add_epi64(acc[(2 * s) % 8], _mm256_load_si256(p));
+      acc[(2 * s + 1) % 8] = _mm256_add_epi64(acc[(2 * s + 1) % 8], _mm256_load_si256(p + 1));
+    }
   }
   return fold(acc);
 }
@@ -115,8 +116,8 @@ int main(int argc, char **argv) {
 
   unsigned char *buf = aligned_alloc(64, bytes);
   double *seq = malloc((size_t)repeats * sizeof *seq);
-  double *two = malloc((size_t)repeats * sizeof *two);
-  if (buf == NULL || seq == NULL || two == NULL) {
+  double *multi = malloc((size_t)repeats * N_MULTI * sizeof *multi);
+  if (buf == NULL || seq == NULL || multi == NULL) {
     fprintf(stderr, "read_bandwidth: cannot allocate %ld MiB\n", size_mib);
     return 2;
   }
@@ -126,20 +127,24 @@ int main(int argc, char **argv) {
   for (long i = 0; i < repeats; i++) {
     double t0 = now();
     checksum += read_sequential(buf, bytes);
-    double t1 = now();
-    checksum += read_two_streams(buf, bytes);
-    double t2 = now();
-    seq[i] = t1 - t0;
-    two[i] = t2 - t1;
+    seq[i] = now() - t0;
+    for (int v = 0; v < N_MULTI; v++) {
+      t0 = now();
+      checksum += read_streams(buf, bytes, MULTI[v]);
+      multi[v * repeats + i] = now() - t0;
+    }
   }
 
   printf("{\"bytes\": %zu, \"seconds\": ", bytes);
   print_seconds(seq, repeats);
-  printf(", \"seconds_two_streams\": ");
-  print_seconds(two, repeats);
-  printf(", \"checksum\": %llu}\n", (unsigned long long)checksum);
+  printf(", \"seconds_streams\": {");
+  for (int v = 0; v < N_MULTI; v++) {
+    printf("%s\"%d\": ", v ? ", " : "", MULTI[v]);
+    print_seconds(multi + v * repeats, repeats);
+  }
+  printf("}, \"checksum\": %llu}\n", (unsigned long long)checksum);
 
-  free(two);
+  free(multi);
   free(seq);
   free(buf);
   return 0;

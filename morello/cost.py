@@ -18,13 +18,18 @@ from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
 
 def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
-    """Hit coefficient of ``ts``'s level times the lines it touches; x2 if not contiguous."""
-    hit = ctx.coefficients.level_hit[ts.level]
-    if hit == 0:
+    """The lines ``ts`` touches times their cost at its level.
+
+    A line costs the level's hit coefficient, twice that if the tile is not contiguous, or
+    the target's price for the tile's number of contiguous runs read as concurrent streams
+    (``CostCoefficients.stream_hit``).
+    """
+    coeffs = ctx.coefficients
+    if coeffs.level_hit[ts.level] == 0:
         return 0
     lv = ctx.target.level(ts.level)
     lines = ts.layout.cache_lines(ts.shape, ctx.dtype(ts.dtype).size, lv.line_bytes)
-    return hit * lines * (1 if ts.layout.is_fully_contiguous() else 2)
+    return lines * coeffs.line_cost(ts.level, ts.layout.runs(ts.shape))
 
 
 def action_cost(

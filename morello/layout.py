@@ -110,6 +110,12 @@ class Layout:
             total += v * stride
         return total
 
+    def runs(self, shape: Sequence[int]) -> int:
+        """How many separate contiguous runs of memory a tensor of ``shape`` occupies."""
+        phys = self.physical_shape(shape)
+        assert phys is not None
+        return math.prod(phys[: len(phys) - self.contig])
+
     def cache_lines(self, shape: Sequence[int], elem_bytes: int, line_bytes: int) -> int:
         """Cache lines touched by a tensor of ``shape`` in this layout (an estimate)."""
         phys = self.physical_shape(shape)

@@ -74,13 +74,36 @@ class CostCoefficients:
 
     ``level_hit`` is the cost of touching one cache line at each level (by level name);
     ``named`` holds the coefficients that kernel rules refer to (``cost fma``).
+
+    ``stream_hit`` (optional, by level name) prices memory-level parallelism: entry ``r - 1``
+    is the cost per line of a tile read as ``r`` contiguous runs, which the hardware
+    prefetchers follow as ``r`` concurrent streams (one stream rarely saturates the memory
+    bus, a few do). A tile of more runs than the tuple covers is a strided walk and costs
+    twice ``level_hit`` per line, as at a level without the entry.
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
     named: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
+    stream_hit: Mapping[str, tuple[int, ...]] = attrs.field(
+        factory=dict, converter=lambda m: {k: tuple(v) for k, v in sorted(m.items())}
+    )
 
     def __hash__(self) -> int:
-        return hash((tuple(self.level_hit.items()), tuple(self.named.items())))
+        return hash(
+            (
+                tuple(self.level_hit.items()),
+                tuple(self.named.items()),
+                tuple(self.stream_hit.items()),
+            )
+        )
+
+    def line_cost(self, level: str, runs: int) -> int:
+        """Cost per line at ``level`` of a tile made of ``runs`` contiguous runs."""
+        streams = self.stream_hit.get(level, ())
+        if runs <= len(streams):
+            return streams[runs - 1]
+        hit = self.level_hit[level]
+        return hit if runs == 1 else 2 * hit
 
 
 @attrs.frozen(kw_only=True)

@@ -44,6 +44,10 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         return None
     return CostCoefficients(
         level_hit={"GL": 20, "L1": 2, "VRF": 0, "RF": 0},
+        # Main-memory lines read as 1..8 concurrent sequential streams: one stream reaches
+        # about 15 GB/s on one core, two about 20, four about 28 (BENCHMARKS.md, bf16 matvec);
+        # more runs than this are a strided walk (twice the line cost).
+        stream_hit={"GL": (20, 15, 13, 11, 11, 11, 11, 12)},
         named={
             "mac": 2,
             "scalar_op": 1,

@@ -33,3 +33,7 @@ def test_read_bandwidth_measure_gives_ordered_positive_figures() -> None:
     figures = [result[k] for k in ("gbps_min", "gbps_median", "gbps_max")]
     assert all(math.isfinite(g) and g > 0 for g in figures), result
     assert figures == sorted(figures), result
+    streams = result["gbps_streams_median"]
+    assert sorted(streams) == [2, 4, 8], result
+    assert all(math.isfinite(g) and g > 0 for g in streams.values()), result
+    assert result["gbps_best_median"] == max(result["gbps_median"], *streams.values())

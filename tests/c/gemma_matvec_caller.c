@@ -5,8 +5,8 @@
  *     within the f32-accumulation bound (k + 2) * 2^-24 * sum |x| |w| (bf16 -> f32 is exact,
  *     and a product of two bf16 values is exact in f32, so only the summation rounds);
  *   - that two threads calling it at once on different outputs both get that answer.
- * The weights are laid out as the header documents (packed_cols(32)): element w[k, n] is at
- * w[(n / 32) * (K * 32) + k * 32 + n % 32].
+ * The weights are laid out as the header documents (packed_cols(16)): element w[k, n] is at
+ * w[(n / 16) * (K * 16) + k * 16 + n % 16].
  * Exit status 0 when everything matches; a message and status 1 otherwise.
  */
 #include "gemma_matvec.h"
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K = 2048, N = 16384, PANEL = 32 };
+enum { K = 2048, N = 16384, PANEL = 16 };
 
 /* float -> bf16 bits, round to nearest, ties to even (inputs here are finite). */
 static uint16_t to_bf16(float f)
