@@ -1,6 +1,7 @@
 """The affine cost model: the cost and peak memory of one Impl node from its children's.
 
-Loops cost their trip count times their body (plus the tail once); blocks the sum of their
+Loops cost their trip count times their body (plus the tail once, plus the latency of the
+dependency chains a reduction loop over register accumulators makes); blocks the sum of their
 stages; a kernel its declared expression plus the lines its operands touch (hit coefficient
 of their level times lines, twice for non-contiguous data). A move into a cache costs the
 lines it touches at both levels; a move into a new buffer costs its prologue and epilogue,
@@ -22,14 +23,15 @@ def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
 
     A line costs the level's hit coefficient, twice that if the tile is not contiguous, or
     the target's price for the tile's number of contiguous runs read as concurrent streams
-    (``CostCoefficients.stream_hit``).
+    when the runs are long enough for prefetchers to follow (``CostCoefficients.stream_hit``).
     """
     coeffs = ctx.coefficients
     if coeffs.level_hit[ts.level] == 0:
         return 0
     lv = ctx.target.level(ts.level)
     lines = ts.layout.cache_lines(ts.shape, ctx.dtype(ts.dtype).size, lv.line_bytes)
-    return lines * coeffs.line_cost(ts.level, ts.layout.runs(ts.shape))
+    runs = ts.layout.runs(ts.shape)
+    return lines * coeffs.line_cost(ts.level, runs, lines // runs)
 
 
 def action_cost(
@@ -42,7 +44,7 @@ def action_cost(
         return base + sum(access_cost(ts, ctx) for ts in spec.operands)
     if isinstance(action, LoopAction):
         tail = child_costs[1] if action.tail is not None else 0
-        return action.trips * child_costs[0] + tail
+        return action.trips * child_costs[0] + tail + _chain_cost(spec, action, ctx)
     if isinstance(action, BlockAction):
         return sum(child_costs)
     assert isinstance(action, MoveAction)
@@ -51,6 +53,21 @@ def action_cost(
         return sum(child_costs)
     src = spec.operands[action.operand]
     return access_cost(src, ctx) + access_cost(action.dest, ctx) + sum(child_costs)
+
+
+def _chain_cost(spec: Spec, loop: LoopAction, ctx: SynthesisContext) -> int:
+    """Latency of the dependency chains a reduction loop over register accumulators makes.
+
+    Each trip waits for the previous trip's sums; the output's registers are independent
+    chains that overlap, so the wait per trip is the level's latency over their number.
+    """
+    out = spec.operands[-1]
+    latency = ctx.coefficients.chain_latency.get(out.level, 0)
+    if latency == 0 or loop.var not in ctx.ruleset.ops[spec.op].reduction_vars:
+        return 0
+    lv = ctx.target.level(out.level)
+    chains = max(1, memory_units(out, lv, ctx.dtype(out.dtype).size))
+    return -(-loop.trips * latency // chains)
 
 
 def action_peaks(
@@ -71,6 +88,10 @@ def action_peaks(
     for cp in child_peaks:
         for i in range(n):
             peak[i] = max(peak[i], cp[i])
+    if isinstance(action, KernelAction):
+        for level, units in ctx.ruleset.kernel(action.kernel).scratch:
+            idx = ctx.target.level_index(level)
+            peak[idx] = max(peak[idx], snap_up(units))
     if isinstance(action, MoveAction):
         idx = ctx.target.level_index(action.dest.level)
         lv = ctx.target.levels[idx]

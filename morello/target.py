@@ -76,16 +76,27 @@ class CostCoefficients:
     ``named`` holds the coefficients that kernel rules refer to (``cost fma``).
 
     ``stream_hit`` (optional, by level name) prices memory-level parallelism: entry ``r - 1``
-    is the cost per line of a tile read as ``r`` contiguous runs, which the hardware
-    prefetchers follow as ``r`` concurrent streams (one stream rarely saturates the memory
-    bus, a few do). A tile of more runs than the tuple covers is a strided walk and costs
-    twice ``level_hit`` per line, as at a level without the entry.
+    is the cost per line of a tile read as ``r`` contiguous runs of at least
+    ``stream_lines`` lines each, which the hardware prefetchers follow as ``r`` concurrent
+    streams (one stream rarely saturates the memory bus, a few do). Shorter runs, or more
+    runs than the tuple covers, are a strided walk: twice ``level_hit`` per line, as at a
+    level without the entry.
+
+    ``chain_latency`` (optional, by level name) is the latency of one accumulation into a
+    register of that level. A loop over a reduction index whose output stays in registers
+    is a dependency chain per register: each of its iterations waits that long, shared by
+    the output's independent registers, so several accumulators hide the latency and one
+    does not.
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
     named: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
     stream_hit: Mapping[str, tuple[int, ...]] = attrs.field(
         factory=dict, converter=lambda m: {k: tuple(v) for k, v in sorted(m.items())}
+    )
+    stream_lines: int = 1
+    chain_latency: Mapping[str, int] = attrs.field(
+        factory=dict, converter=lambda m: dict(sorted(m.items()))
     )
 
     def __hash__(self) -> int:
@@ -94,13 +105,15 @@ class CostCoefficients:
                 tuple(self.level_hit.items()),
                 tuple(self.named.items()),
                 tuple(self.stream_hit.items()),
+                self.stream_lines,
+                tuple(self.chain_latency.items()),
             )
         )
 
-    def line_cost(self, level: str, runs: int) -> int:
-        """Cost per line at ``level`` of a tile made of ``runs`` contiguous runs."""
+    def line_cost(self, level: str, runs: int, run_lines: int) -> int:
+        """Cost per line at ``level`` of a tile of ``runs`` contiguous runs of ``run_lines``."""
         streams = self.stream_hit.get(level, ())
-        if runs <= len(streams):
+        if runs <= len(streams) and (runs == 1 or run_lines >= self.stream_lines):
             return streams[runs - 1]
         hit = self.level_hit[level]
         return hit if runs == 1 else 2 * hit

@@ -45,9 +45,13 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
     return CostCoefficients(
         level_hit={"GL": 20, "L1": 2, "VRF": 0, "RF": 0},
         # Main-memory lines read as 1..8 concurrent sequential streams: one stream reaches
-        # about 15 GB/s on one core, two about 20, four about 28 (BENCHMARKS.md, bf16 matvec);
-        # more runs than this are a strided walk (twice the line cost).
+        # about 15 GB/s on one core, two about 20, four about 28 (BENCHMARKS.md, bf16 matvec).
+        # A stream is a run of at least 16 lines (1 KiB); shorter runs, or more of them, are
+        # a strided walk (twice the line cost).
         stream_hit={"GL": (20, 15, 13, 11, 11, 11, 11, 12)},
+        stream_lines=16,
+        # An FMA's result is ready 5 cycles after it issues; a scalar add's 3.
+        chain_latency={"VRF": 5, "RF": 3},
         named={
             "mac": 2,
             "scalar_op": 1,

@@ -250,7 +250,15 @@ class _Builder:
     # ---- kernels -------------------------------------------------------------------------
 
     def _kernel(self, item: lark.Tree[lark.Token]) -> None:
-        name_tok, pattern, cost_clause, c_clause = item.children
+        name_tok, pattern, *clauses, c_clause = item.children
+        cost_clause = clauses[-1]
+        scratch: list[tuple[str, int]] = []
+        if len(clauses) == 2:
+            assert isinstance(clauses[0], lark.Tree)
+            for it in clauses[0].children:
+                assert isinstance(it, lark.Tree)
+                units_tok, level_tok = it.children
+                scratch.append((str(level_tok), int(str(units_tok))))
         assert isinstance(pattern, lark.Tree)
         out_tree, assign, op_tok, *rest = pattern.children
         trees = [*(rest[0].children if rest else ()), out_tree]  # type: ignore[union-attr]
@@ -281,6 +289,7 @@ class _Builder:
                 rule_set=Path(self.path).stem,
                 requires=tuple(self.requires),
                 includes=tuple(self.includes),
+                scratch=tuple(scratch),
                 loc=self.loc(item),
             )
         )

@@ -78,14 +78,26 @@ class Kernel:
     rule_set: str
     requires: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     includes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    scratch: tuple[tuple[str, int], ...] = attrs.field(default=(), converter=tuple)
     loc: SourceLocation | None = attrs.field(default=None, eq=False)
 
     def match(
-        self, spec: Spec, layout_named: Callable[[str, TensorSpec], bool]
+        self,
+        spec: Spec,
+        layout_named: Callable[[str, TensorSpec], bool],
+        level_index: Callable[[str], int] | None = None,
     ) -> dict[str, int] | None:
-        """Dim-variable bindings if the kernel implements ``spec``, else None."""
+        """Dim-variable bindings if the kernel implements ``spec``, else None.
+
+        With ``level_index`` (level name -> position in ``spec.limits``), a kernel whose
+        scratch does not fit the Spec's limits does not match.
+        """
         if spec.op != self.op or spec.accum != self.accum:
             return None
+        if level_index is not None:
+            for level, units in self.scratch:
+                if spec.limits[level_index(level)] < units:
+                    return None
         if len(spec.operands) != len(self.operands):
             return None
         bindings: dict[str, int] = {}

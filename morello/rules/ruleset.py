@@ -196,6 +196,13 @@ def _check(
                 if layout_by_name(layout, len(pat.dims)) is None:
                     raise RuleError(f"kernel {k.name}: unknown layout {layout!r}", k.loc)
             bound.update(d for d in pat.dims if isinstance(d, str))
+        for lv, _ in k.scratch:
+            if lv not in level_names:
+                raise RuleError(
+                    f"kernel {k.name}: scratch in unknown memory level {lv!r} "
+                    f"(target {target.name} has {', '.join(sorted(level_names))})",
+                    k.loc,
+                )
         for term in k.cost:
             for name in term.names:
                 if name not in bound and name not in coefficients.named:

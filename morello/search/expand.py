@@ -25,7 +25,7 @@ def spec_actions(spec: Spec, ctx: SynthesisContext) -> list[Action]:
     for kernel in ctx.ruleset.kernels:
         if kernel.op != spec.op:
             continue
-        bindings = kernel.match(spec, layout_named)
+        bindings = kernel.match(spec, layout_named, ctx.target.level_index)
         if bindings is not None:
             out.append(KernelAction(kernel.name, tuple(sorted(bindings.items()))))
     for rule in ctx.ruleset.rules:

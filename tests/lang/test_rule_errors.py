@@ -50,7 +50,7 @@ SYNTAX_ERRORS = [
     (_K, "{path}:3:19: error: expected one of '*', '+' or 'c', found end of file"),
     (
         'kernel k:\n    c: f32[1, 1] @RF = zero()\n    c "{c} = 0;"\n',
-        "{path}:3:5: error: expected 'cost', found 'c'",
+        "{path}:3:5: error: expected one of 'cost' or 'scratch', found 'c'",
     ),
     (_kernel("c: f33[1, 1] @RF = zero()"), "{path}:2:8: error: expected a dtype, found 'f33'"),
     (
@@ -150,6 +150,11 @@ CHECK_ERRORS = [
 # Checks made when a target assembles its rule set; {target}, {levels} and {coefficients}
 # stand for the target under test's name, sorted level names and coefficient names.
 RULE_SET_ERRORS = [
+    (
+        _kernel("c: f32[1, 1] @RF = zero()\n    scratch 2 L0"),
+        "{path}:1:1: error: kernel k9: scratch in unknown memory level 'L0' "
+        "(target {target} has {levels})",
+    ),
     (
         _kernel("c: f32[1, 1] @RF|L0 = zero()"),
         "{path}:1:1: error: kernel k9: unknown memory level 'L0' (target {target} has {levels})",

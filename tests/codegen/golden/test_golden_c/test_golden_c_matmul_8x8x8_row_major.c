@@ -6,27 +6,32 @@
 void matmul_8x8x8(const float *restrict a, const float *restrict b, float *restrict c)
 {
     __m256 v0_0, v0_1, v0_2, v0_3, v0_4, v0_5, v0_6, v0_7;
-    v0_0 = _mm256_loadu_ps(&b[0]);
-    v0_1 = _mm256_loadu_ps(&b[8]);
-    v0_2 = _mm256_loadu_ps(&b[16]);
-    v0_3 = _mm256_loadu_ps(&b[24]);
-    v0_4 = _mm256_loadu_ps(&b[32]);
-    v0_5 = _mm256_loadu_ps(&b[40]);
-    v0_6 = _mm256_loadu_ps(&b[48]);
-    v0_7 = _mm256_loadu_ps(&b[56]);
-    for (int i0 = 0; i0 < 4; i0++) {
-        for (int i1 = 0; i1 < 2; i1++) {
-            __m256 v1_0;
-            v1_0 = _mm256_setzero_ps();
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1]), v0_0, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 1]), v0_1, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 2]), v0_2, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 3]), v0_3, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 4]), v0_4, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 5]), v0_5, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 6]), v0_6, v1_0);
-            v1_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[16 * i0 + 8 * i1 + 7]), v0_7, v1_0);
-            _mm256_storeu_ps(&c[16 * i0 + 8 * i1], v1_0);
-        }
+    v0_0 = _mm256_setzero_ps();
+    v0_1 = _mm256_setzero_ps();
+    v0_2 = _mm256_setzero_ps();
+    v0_3 = _mm256_setzero_ps();
+    v0_4 = _mm256_setzero_ps();
+    v0_5 = _mm256_setzero_ps();
+    v0_6 = _mm256_setzero_ps();
+    v0_7 = _mm256_setzero_ps();
+    for (int i0 = 0; i0 < 8; i0++) {
+        __m256 v1_0;
+        v1_0 = _mm256_loadu_ps(&b[8 * i0]);
+        v0_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0]), v1_0, v0_0);
+        v0_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 8]), v1_0, v0_1);
+        v0_2 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 16]), v1_0, v0_2);
+        v0_3 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 24]), v1_0, v0_3);
+        v0_4 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 32]), v1_0, v0_4);
+        v0_5 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 40]), v1_0, v0_5);
+        v0_6 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 48]), v1_0, v0_6);
+        v0_7 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 56]), v1_0, v0_7);
     }
+    _mm256_storeu_ps(&c[0], v0_0);
+    _mm256_storeu_ps(&c[8], v0_1);
+    _mm256_storeu_ps(&c[16], v0_2);
+    _mm256_storeu_ps(&c[24], v0_3);
+    _mm256_storeu_ps(&c[32], v0_4);
+    _mm256_storeu_ps(&c[40], v0_5);
+    _mm256_storeu_ps(&c[48], v0_6);
+    _mm256_storeu_ps(&c[56], v0_7);
 }
