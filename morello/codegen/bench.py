@@ -19,9 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
-import numpy as np
 
-from morello.codegen.harness import random_inputs, to_buffer
+from morello.codegen.harness import aligned_empty, random_inputs, to_buffer
 from morello.context import SynthesisContext
 from morello.lang.spec_file import Program
 
@@ -80,7 +79,8 @@ def time_kernel(
     inputs = random_inputs(program, ctx)
     bufs = [to_buffer(inputs[n], ts, ctx) for n, ts in program.params]
     _, rts = program.result
-    out = ctx.dtype(rts.dtype).encode(np.zeros(rts.volume))
+    out = aligned_empty(rts.volume, ctx.dtype(rts.dtype).np_dtype())
+    out[:] = 0
     ptrs = [b.ctypes.data_as(ctypes.c_void_p) for b in (*bufs, out)]
 
     def batch(iters: int) -> float:
