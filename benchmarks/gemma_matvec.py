@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import read_bandwidth
-from standard import ROOT, cpu_model, run
+from standard import ROOT, cpu_model, replace_section, run
 
 BEGIN = "<!-- gemma-matvec:begin -->"
 END = "<!-- gemma-matvec:end -->"
@@ -108,13 +108,8 @@ def main() -> int:
         f"| cold synthesis | {stats['seconds']:.1f} s, {stats['specs_visited']} Specs |",
         END,
     ]
-    out = Path(args.out)
-    text = out.read_text()
-    if BEGIN not in text:
-        text += f"\n## bf16 vector-matrix multiply (examples/gemma_matvec.lark)\n\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    out.write_text(head + "\n".join(lines) + tail)
+    heading = "bf16 vector-matrix multiply (examples/gemma_matvec.lark)"
+    replace_section(Path(args.out), BEGIN, END, lines, heading)
     return 0
 
 

@@ -119,14 +119,21 @@ def main() -> int:
             f"{runs} | {stats['seconds']:.1f} | {stats['specs_visited']} |"
         )
     lines.append(END)
-    out = Path(args.out)
-    text = out.read_text() if out.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text:
-        text += f"\n## Standard set\n\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    out.write_text(head + "\n".join(lines) + tail)
+    replace_section(Path(args.out), BEGIN, END, lines, "Standard set")
     return 0
+
+
+def replace_section(out: Path, begin: str, end: str, lines: list[str], heading: str) -> None:
+    """Replace what lies between the ``begin`` and ``end`` markers of ``out`` with ``lines``
+    (which start and end with the markers); a missing section is appended under ``heading``.
+    Everything else in the file is kept.
+    """
+    text = out.read_text() if out.exists() else "# Benchmarks\n"
+    if begin not in text:
+        text += f"\n## {heading}\n\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    out.write_text(head + "\n".join(lines) + tail)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Knows no kernel or target by name: kernels render their own templates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -274,12 +274,18 @@ def c_signature(program: Program, ctx: SynthesisContext, restrict: bool = True) 
     return f"void {program.name}({', '.join(parts)})"
 
 
-def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
+def dtype_headers(tensors: Iterable[TensorSpec], ctx: SynthesisContext) -> list[str]:
+    """The headers the element types of ``tensors`` need (``<stdint.h>``), in first-use order."""
     headers: list[str] = []
-    for ts in impl.spec.operands:
+    for ts in tensors:
         h = ctx.dtype(ts.dtype).c_header
         if h is not None and h not in headers:
             headers.append(h)
+    return headers
+
+
+def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
+    headers = dtype_headers(impl.spec.operands, ctx)
     for node in impl.walk():
         action = node.action
         if isinstance(action, KernelAction):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from morello import __version__
-from morello.codegen.c import c_signature, lower_function
+from morello.codegen.c import c_signature, dtype_headers, lower_function
 from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program
@@ -47,12 +47,7 @@ def lower_to_c(
         c_text += "".join(f"#include {h}\n" for h in headers) + "\n"
     c_text += "\n".join(bodies)
     guard = _guard(unit)
-    h_includes: list[str] = []
-    for program, _ in programs:
-        for _, ts in (*program.params, program.result):
-            h = ctx.dtype(ts.dtype).c_header
-            if h is not None and h not in h_includes:
-                h_includes.append(h)
+    h_includes = dtype_headers((ts for p, _ in programs for ts in p.spec.operands), ctx)
     h_lines = [
         banner,
         f"#ifndef {guard}",

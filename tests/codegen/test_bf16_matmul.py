@@ -20,15 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from spec_library import compile_spec_text
 
 from morello.codegen import harness
-from morello.codegen.compile import compile_shared
-from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext
 from morello.dtypes import bf16_bits_to_f32, f32_to_bf16_bits
 from morello.impl import Impl, KernelAction
-from morello.lang.spec_file import Program, build_program, parse_spec_file
-from morello.search.solve import Solution, synthesize
+from morello.lang.spec_file import Program
+from morello.search.solve import Solution
 from morello.spec import Spec
 
 SHAPES = tuple(itertools.product((1, 2, 5), (1, 3, 16, 64), (1, 8, 24, 64)))
@@ -79,16 +78,8 @@ class _Libraries:
 
     def _build(self, layout: str) -> None:
         unit = f"bf16mm_{layout}"
-        spec_file = parse_spec_file(f"<{unit}>", spec_text(layout, shapes_for(layout)))
-        solved = []
-        for func in spec_file.funcs:
-            program = build_program(func, self.ctx)
-            impl, _ = synthesize(program.spec, self.ctx, self.memo)
-            solved.append((program, impl))
-        source = lower_to_c(unit, solved, self.ctx)
-        lib = compile_shared(source.c_text, self.ctx.target, self.workdir / unit, unit)
-        for program, impl in solved:
-            self.built[program.name] = (lib, program, impl)
+        text = spec_text(layout, shapes_for(layout))
+        self.built.update(compile_spec_text(unit, text, self.ctx, self.memo, self.workdir))
 
 
 @pytest.fixture(scope="module")

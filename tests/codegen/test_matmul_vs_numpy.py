@@ -13,14 +13,13 @@ import itertools
 from pathlib import Path
 
 import pytest
+from spec_library import compile_spec_text
 
 from morello.codegen import harness
-from morello.codegen.compile import compile_shared
-from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext
 from morello.impl import Impl, KernelAction
-from morello.lang.spec_file import Program, build_program, parse_spec_file
-from morello.search.solve import Solution, synthesize
+from morello.lang.spec_file import Program
+from morello.search.solve import Solution
 from morello.spec import Spec
 
 DIMS = (1, 2, 3, 4, 5, 8, 16, 32)
@@ -70,16 +69,8 @@ class _Batches:
 
     def _build(self, layout: str, shapes: list[tuple[int, int, int]], start: int) -> None:
         unit = f"mm_{layout}_{start}"
-        spec_file = parse_spec_file(f"<{unit}>", spec_text(layout, shapes))
-        solved = []
-        for func in spec_file.funcs:
-            program = build_program(func, self.ctx)
-            impl, _ = synthesize(program.spec, self.ctx, self.memo)
-            solved.append((program, impl))
-        source = lower_to_c(unit, solved, self.ctx)
-        lib = compile_shared(source.c_text, self.ctx.target, self.workdir / unit, unit)
-        for program, impl in solved:
-            self.built[program.name] = (lib, program, impl)
+        text = spec_text(layout, shapes)
+        self.built.update(compile_spec_text(unit, text, self.ctx, self.memo, self.workdir))
 
 
 @pytest.fixture(scope="module")
