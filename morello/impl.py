@@ -85,7 +85,8 @@ class MoveAction:
 
     def describe(self) -> str:
         """One-line description."""
-        return f"{self.rule}: operand {self.operand} -> {self.dest.describe()}"
+        note = "" if self.new_buffer else " (cached, no copy)"
+        return f"{self.rule}: operand {self.operand} -> {self.dest.describe()}{note}"
 
 
 @attrs.frozen

@@ -52,6 +52,23 @@ def memory_units(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
     return ts.layout.cache_lines(ts.shape, elem_bytes, level.line_bytes)
 
 
+def cache_ways(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
+    """Ways of a set-associative ``level`` that ``ts`` needs, assuming its runs alias.
+
+    A TensorSpec does not know the stride between its runs (tiles of different parents are
+    the same goal), so this assumes the worst case that matters in practice: a power-of-two
+    stride, under which every run starts in the same set. A run of ``r`` lines then takes
+    ``ceil(r / sets)`` ways, and each run its own. A contiguous tile needs
+    ``ceil(lines / sets)``. Returns 0 for levels without ``ways``.
+    """
+    if not level.ways or level.counts_registers:
+        return 0
+    lines = ts.layout.cache_lines(ts.shape, elem_bytes, level.line_bytes)
+    runs = ts.layout.runs(ts.shape)
+    run_lines = -(-lines // runs)
+    return runs * -(-run_lines // level.sets)
+
+
 def snap_down(value: int) -> int:
     """Largest power of two not above ``value`` (0 stays 0)."""
     return 0 if value <= 0 else 1 << (value.bit_length() - 1)

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from morello.layout import layout_by_name
+
 
 def _positive(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if value <= 0:
@@ -26,6 +28,14 @@ class MemoryLevel:
         line_bytes: cache-line size used for cost and capacity accounting.
         addressed: False for a cache level: moving data there creates no buffer, only the
             knowledge that the data is resident.
+        ways: associativity of a cache level (0: not modelled). A tile of several runs is
+            assumed to have a power-of-two stride, so that its runs fall into the same sets;
+            a tile whose runs need more ways than the cache has is not kept there (it would
+            evict itself), see ``spec.cache_ways``.
+        packs: layout families (``row_major``, ``packed_cols(8)``, ...) into which a move
+            into this cache level may also *pack* an operand it only reads: copy it into a
+            new contiguous buffer, small enough to stay in this cache, which fits where a
+            strided tile would alias (see ``ways``). Empty: the level only caches.
         vector_bytes: register widths, for vector register files; empty otherwise.
         moves_to: names of the levels the move rewrite may bring data into from here.
     """
@@ -35,6 +45,8 @@ class MemoryLevel:
     unit: str = "bytes"
     line_bytes: int = 64
     addressed: bool = True
+    ways: int = 0
+    packs: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     vector_bytes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
@@ -42,6 +54,13 @@ class MemoryLevel:
     def counts_registers(self) -> bool:
         """Whether capacity and limits are counted in registers."""
         return self.unit == "registers"
+
+    @property
+    def sets(self) -> int:
+        """Sets of a set-associative cache level (0 when ``ways`` is not modelled)."""
+        if not self.ways:
+            return 0
+        return max(1, self.capacity // (self.line_bytes * self.ways))
 
     @property
     def limit_units(self) -> int:
@@ -155,6 +174,16 @@ class Target:
         if len(set(names)) != len(names):
             raise ValueError(f"target {self.name!r} declares a memory level twice")
         for lv in self.levels:
+            if lv.ways < 0:
+                raise ValueError(f"level {lv.name}: ways must not be negative, got {lv.ways}")
+            if lv.packs and lv.addressed:
+                raise ValueError(
+                    f"level {lv.name} packs but is addressed: only a cache level packs "
+                    "(moves into an addressed level always make new buffers)"
+                )
+            for name in lv.packs:
+                if layout_by_name(name, 2) is None:
+                    raise ValueError(f"level {lv.name} packs into unknown layout {name!r}")
             for dest in lv.moves_to:
                 if dest not in names:
                     raise ValueError(f"level {lv.name} moves to unknown level {dest!r}")

@@ -14,8 +14,16 @@ ZEN1 = Target(
     description="AMD Zen 1 (runs on any x86-64 with AVX2 and FMA)",
     levels=(
         MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",)),
+        # 8-way: a tile of more than 8 strided rows may evict itself, so a move may pack it
+        # into a contiguous row-major buffer (a panel of B as the FMA kernels read it).
         MemoryLevel(
-            name="L1", capacity=32 * 1024, line_bytes=64, addressed=False, moves_to=("VRF", "RF")
+            name="L1",
+            capacity=32 * 1024,
+            line_bytes=64,
+            addressed=False,
+            ways=8,
+            packs=("row_major",),
+            moves_to=("VRF", "RF"),
         ),
         MemoryLevel(name="VRF", capacity=16, unit="registers", vector_bytes=(32,)),
         MemoryLevel(name="RF", capacity=16, unit="registers"),

@@ -24,7 +24,7 @@ from morello.spec import TensorSpec
 if TYPE_CHECKING:
     from morello.lang.spec_file import Program
 
-_STACK_LIMIT_BYTES = 16 * 1024
+_STACK_LIMIT_BYTES = 64 * 1024
 _ALIGN = 64
 
 

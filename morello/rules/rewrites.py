@@ -19,7 +19,7 @@ from morello.dtypes import dtype
 from morello.errors import SourceLocation
 from morello.impl import Action, BlockAction, LoopAction, MoveAction
 from morello.layout import Layout, layout_by_name
-from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
+from morello.spec import Spec, TensorSpec, cache_ways, memory_units, subtract_limits
 from morello.target import Target
 
 if TYPE_CHECKING:
@@ -148,8 +148,14 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
             for layout_name, dest in _destinations(rule, ts, dest_level.name, ctx):
                 if dest == ts:
                     continue
-                new_buffer = dest_level.addressed
+                # A named layout at a cache level is a packed buffer there: a copy-in, so
+                # only of operands the Spec reads and does not write.
+                new_buffer = dest_level.addressed or layout_name is not None
+                if new_buffer and not dest_level.addressed and writes:
+                    continue
                 elem = ctx.dtype(ts.dtype).size
+                if not new_buffer and cache_ways(dest, dest_level, elem) > dest_level.ways:
+                    continue
                 units = memory_units(dest, dest_level, elem)
                 limits = subtract_limits(target, spec.limits, level_idx, units)
                 if limits is None:
@@ -185,9 +191,27 @@ def _destinations_for(
     lv = target.level(level)
     if not lv.addressed:
         # A cache holds the same bytes: same layout, same contiguity.
-        return ((None, attrs.evolve(ts, level=level, vector_size=None)),)
-    rank = len(ts.shape)
+        cached = attrs.evolve(ts, level=level, vector_size=None)
+        # Or a packed copy: a new, contiguous buffer in one of the layouts the level packs
+        # into (and the rule allows). A copy the body could not tell from the cached view
+        # (same layout, same contiguity) is left out: it would cost a copy, change nothing.
+        names = tuple(n for n in lv.packs if rule_layouts == ("*",) or n in rule_layouts)
+        packed = tuple(
+            (name, dest)
+            for name, dest in _buffers_for(names, ts, level, target)
+            if dest.layout != cached.layout
+        )
+        return ((None, cached), *packed)
     names = target.layouts if rule_layouts == ("*",) else rule_layouts
+    return _buffers_for(names, ts, level, target)
+
+
+def _buffers_for(
+    names: tuple[str, ...], ts: TensorSpec, level: str, target: Target
+) -> tuple[tuple[str | None, TensorSpec], ...]:
+    """New buffers for ``ts`` at ``level``: one per distinct layout of ``names`` and vector size."""
+    lv = target.level(level)
+    rank = len(ts.shape)
     if lv.counts_registers and not lv.vector_bytes:
         # Scalar registers are separate variables: layout means nothing there.
         names = names[:1]

@@ -94,9 +94,9 @@ def test_matmul_matches_numpy(batches: _Batches, layout: str, shape: tuple[int, 
 
 def test_matmul_row_major_large_shape_uses_vector_fma(batches: _Batches) -> None:
     # Guards against the cases above silently testing scalar code only: a row-major
-    # 64x64x64 matmul should use a vector FMA kernel. (With a and b column-major the
-    # built-in rules have no way to bring rows of b together into vectors, so that half
-    # is scalar; see tests/rules/test_every_kernel.py for each vector kernel on its own.)
+    # 64x64x64 matmul should use a vector FMA kernel. (With b column-major, rows of b reach
+    # vectors only through a packed copy, see tests/search/test_packing.py; see
+    # tests/rules/test_every_kernel.py for each vector kernel on its own.)
     _, _, impl = batches.get("row", (64, 64, 64))
     ruleset = batches.ctx.ruleset
     kernels = sorted({n.action.kernel for n in impl.walk() if isinstance(n.action, KernelAction)})

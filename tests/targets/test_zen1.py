@@ -37,6 +37,8 @@ def test_zen1_l1_is_a_32_kib_cache(zen1: Target) -> None:
     l1 = zen1.level("L1")
     assert l1.capacity == 32 * 1024
     assert l1.addressed is False
+    assert (l1.ways, l1.sets) == (8, 64)
+    assert l1.packs == ("row_major",)
 
 
 def test_zen1_has_16_vector_and_16_scalar_registers(zen1: Target) -> None:
