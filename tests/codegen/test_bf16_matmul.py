@@ -15,20 +15,17 @@ to fail on a real error, e.g. inputs rounded by truncation instead of to nearest
 
 from __future__ import annotations
 
+import functools
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
-from spec_library import compile_spec_text
+from spec_library import Built, Libraries
 
 from morello.codegen import harness
 from morello.context import SynthesisContext
 from morello.dtypes import bf16_bits_to_f32, f32_to_bf16_bits
 from morello.impl import Impl, KernelAction
-from morello.lang.spec_file import Program
-from morello.search.solve import Solution
-from morello.spec import Spec
 
 SHAPES = tuple(itertools.product((1, 2, 5), (1, 3, 16, 64), (1, 8, 24, 64)))
 #: Layout of b for each case name; a and c are always row-major.
@@ -61,25 +58,12 @@ def spec_text(layout: str, shapes: list[tuple[int, int, int]]) -> str:
     )
 
 
-class _Libraries:
-    """Synthesizes, lowers and compiles one layout's shapes on demand, sharing one memo."""
+class _Libraries(Libraries):
+    """One library per layout of b, with all its shapes, built the first time one is tested."""
 
-    def __init__(self, ctx: SynthesisContext, workdir: Path) -> None:
-        self.ctx = ctx
-        self.workdir = workdir
-        self.memo: dict[Spec, Solution | None] = {}
-        self.built: dict[str, tuple[Path, Program, Impl]] = {}
-
-    def get(self, layout: str, shape: tuple[int, int, int]) -> tuple[Path, Program, Impl]:
-        name = func_name(layout, shape)
-        if name not in self.built:
-            self._build(layout)
-        return self.built[name]
-
-    def _build(self, layout: str) -> None:
-        unit = f"bf16mm_{layout}"
-        text = spec_text(layout, shapes_for(layout))
-        self.built.update(compile_spec_text(unit, text, self.ctx, self.memo, self.workdir))
+    def get(self, layout: str, shape: tuple[int, int, int]) -> Built:
+        text = functools.partial(spec_text, layout, shapes_for(layout))
+        return self.function(func_name(layout, shape), f"bf16mm_{layout}", text)
 
 
 @pytest.fixture(scope="module")

@@ -9,18 +9,15 @@ of its shapes is tested. Each shape remains its own test, so ``-k 'row and 8x8x8
 
 from __future__ import annotations
 
+import functools
 import itertools
-from pathlib import Path
 
 import pytest
-from spec_library import compile_spec_text
+from spec_library import Built, Libraries
 
 from morello.codegen import harness
 from morello.context import SynthesisContext
-from morello.impl import Impl, KernelAction
-from morello.lang.spec_file import Program
-from morello.search.solve import Solution
-from morello.spec import Spec
+from morello.impl import KernelAction
 
 DIMS = (1, 2, 3, 4, 5, 8, 16, 32)
 SHAPES = (*itertools.product(DIMS, repeat=3), (64, 64, 64), (1, 256, 256), (128, 64, 32))
@@ -51,26 +48,13 @@ def spec_text(layout: str, shapes: list[tuple[int, int, int]]) -> str:
     return "".join(funcs)
 
 
-class _Batches:
-    """Synthesizes, lowers and compiles batches of shapes on demand, sharing one memo."""
+class _Batches(Libraries):
+    """Batches of BATCH_SIZE shapes per library, built the first time one of them is tested."""
 
-    def __init__(self, ctx: SynthesisContext, workdir: Path) -> None:
-        self.ctx = ctx
-        self.workdir = workdir
-        self.memo: dict[Spec, Solution | None] = {}
-        self.built: dict[str, tuple[Path, Program, Impl]] = {}
-
-    def get(self, layout: str, shape: tuple[int, int, int]) -> tuple[Path, Program, Impl]:
-        name = func_name(layout, shape)
-        if name not in self.built:
-            start = SHAPES.index(shape) // BATCH_SIZE * BATCH_SIZE
-            self._build(layout, list(SHAPES[start : start + BATCH_SIZE]), start)
-        return self.built[name]
-
-    def _build(self, layout: str, shapes: list[tuple[int, int, int]], start: int) -> None:
-        unit = f"mm_{layout}_{start}"
-        text = spec_text(layout, shapes)
-        self.built.update(compile_spec_text(unit, text, self.ctx, self.memo, self.workdir))
+    def get(self, layout: str, shape: tuple[int, int, int]) -> Built:
+        start = SHAPES.index(shape) // BATCH_SIZE * BATCH_SIZE
+        text = functools.partial(spec_text, layout, list(SHAPES[start : start + BATCH_SIZE]))
+        return self.function(func_name(layout, shape), f"mm_{layout}_{start}", text)
 
 
 @pytest.fixture(scope="module")
