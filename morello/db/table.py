@@ -159,15 +159,6 @@ class MemoTable:
         peaks = tuple(limit_from_coord(c) for c in peak_coords)
         return Stored(decision, int(cost), peaks)
 
-    def resolve(self, spec: Spec, stored: Stored) -> Action | None:
-        """The action of ``spec`` that a stored decision denotes (None if none matches)."""
-        from morello.search.expand import spec_actions  # the search imports this module
-
-        for action in spec_actions(spec, self.ctx):
-            if decision_of(action) == stored.decision:
-                return action
-        return None
-
     def flush(self) -> None:
         """Persist what changed (no-op without a store)."""
         if self.store is not None:

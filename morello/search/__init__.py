@@ -1,8 +1,8 @@
-"""The DP engine: expand Specs into a dependency graph, solve it bottom-up."""
+"""The DP engine: a memoized depth-first walk of the spec-dependency graph."""
 
 from __future__ import annotations
 
 from morello.search.expand import expand, spec_actions
-from morello.search.solve import SearchStats, solve, synthesize
+from morello.search.solve import SearchStats, synthesize
 
-__all__ = ["SearchStats", "expand", "solve", "spec_actions", "synthesize"]
+__all__ = ["SearchStats", "expand", "spec_actions", "synthesize"]

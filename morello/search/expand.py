@@ -71,3 +71,13 @@ def expand(
     graph.add_nodes_from((s, {"actions": a}) for s, a in node_actions.items())
     graph.add_edges_from(edges)
     return graph
+
+
+def action_for(spec: Spec, decision: tuple[object, ...], ctx: SynthesisContext) -> Action | None:
+    """The action of ``spec`` that makes ``decision`` (see ``decision_of``), if any."""
+    from morello.db.table import decision_of  # the memo table imports this module
+
+    for action in spec_actions(spec, ctx):
+        if decision_of(action) == decision:
+            return action
+    return None

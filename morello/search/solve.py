@@ -1,24 +1,33 @@
-"""Solves the spec-dependency graph in reverse topological order for the cheapest Impl.
+"""Finds the cheapest Impl of a Spec: a memoized depth-first walk of the spec-dependency graph.
 
-For each Spec the solver keeps the action of least cost; ties break on lower peak memory
-(fastest level first) and then on the action's position in the Spec's action list, so
-results are deterministic.
+The graph is the one ``expand`` builds (Specs as nodes, each action's sub-Specs as edges), but
+the solver walks it lazily, children before parents, and keeps for each Spec the action of
+least cost; ties break on lower peak memory (fastest level first) and then on the action's
+position in the Spec's action list, so results are deterministic.
+
+Depth-first order lets a Spec use answers found earlier in the same walk for the same goal
+under other memory limits: a solution found under limits L that needs limits P is optimal
+for every limit between P and L, and "no implementation under L" holds below L too. Specs
+that differ only in limits are common (every move lowers its body's limits), so this keeps
+the walk far smaller than the graph. The memo table stores the same ranges across runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator
+from typing import Any
 
 import attrs
-import networkx as nx
 
 from morello.context import SynthesisContext
 from morello.cost import action_cost, action_peaks
-from morello.db.table import MISSING, MemoTable, Stored
+from morello.db.table import MISSING, MemoTable, Stored, decision_of
 from morello.errors import NoImplementationError, RuleError
 from morello.impl import Action, Impl
-from morello.search.expand import expand
+from morello.search.expand import action_for, spec_actions
 from morello.spec import Spec
 
 
@@ -33,7 +42,12 @@ class Solution:
 
 @attrs.frozen
 class SearchStats:
-    """Size and duration of one synthesis."""
+    """Size and duration of one synthesis.
+
+    ``specs_visited`` counts the Specs whose actions were enumerated and solved,
+    ``graph_nodes`` every Spec the walk met (answered from earlier results or not), and
+    ``graph_edges`` the sub-Spec references it followed.
+    """
 
     specs_visited: int
     graph_nodes: int
@@ -41,61 +55,145 @@ class SearchStats:
     seconds: float
 
 
+Answer = Solution | Stored | None
+Memo = dict[Spec, "Solution | None"] | MemoTable
+
+
 def _order_key(sol: Solution, index: int) -> tuple[int, tuple[int, ...], int]:
     return (sol.cost, tuple(reversed(sol.peaks)), index)
 
 
-def solve(
-    graph: nx.DiGraph,
-    ctx: SynthesisContext,
-    known: Mapping[Spec, Solution | Stored | None] | None = None,
-) -> dict[Spec, Solution | Stored | None]:
-    """Best solution of every Spec in ``graph`` (None where no implementation fits).
+def _goal(spec: Spec) -> tuple[Any, ...]:
+    """A Spec without its limits."""
+    return (spec.op, spec.operands, spec.accum, spec.serial)
 
-    Nodes whose ``actions`` are None were not expanded; their solutions come from ``known``.
-    """
-    try:
-        order = list(nx.topological_sort(graph))
-    except nx.NetworkXUnfeasible:
-        cycle = nx.find_cycle(graph)
-        specs = " -> ".join(u.describe() for u, _ in cycle[:3])
-        raise RuleError(f"the rewrites form a cycle: {specs} ...") from None
-    best: dict[Spec, Solution | Stored | None] = {}
-    for spec in reversed(order):
-        actions = graph.nodes[spec]["actions"]
-        if actions is None:
-            assert known is not None
-            best[spec] = known[spec]
-            continue
+
+def _within(low: tuple[int, ...], x: tuple[int, ...], high: tuple[int, ...]) -> bool:
+    return all(a <= b <= c for a, b, c in zip(low, x, high, strict=True))
+
+
+class _Walk:
+    """One synthesis: the answers found so far and the Specs on the current path."""
+
+    def __init__(self, ctx: SynthesisContext, memo: Memo | None) -> None:
+        self.ctx = ctx
+        self.memo = memo
+        self.answers: dict[Spec, Answer] = {}
+        self.solved: dict[Spec, Solution | None] = {}  # Specs whose actions were enumerated
+        self.ranges: dict[tuple[Any, ...], list[tuple[tuple[int, ...], Solution | None]]] = {}
+        self.path: list[Spec] = []
+        self.on_path: set[Spec] = set()
+        self.edges = 0
+
+    def answer(self, spec: Spec) -> Answer:
+        """The best solution of ``spec`` (a Stored decision when found for other limits)."""
+        got = self.answers.get(spec, MISSING)
+        if got is MISSING:
+            got = self._shared(spec)
+            if got is MISSING:
+                got = self._remembered(spec)
+            if got is MISSING:
+                got = self._solve(spec)
+            self.answers[spec] = got  # type: ignore[assignment]
+        return got  # type: ignore[return-value]
+
+    def _shared(self, spec: Spec) -> Answer | object:
+        """An answer found in this walk for the same goal under limits that cover these."""
+        for limits, sol in self.ranges.get(_goal(spec), ()):
+            if sol is None:
+                if _within(spec.limits, spec.limits, limits):
+                    return None
+            elif _within(sol.peaks, spec.limits, limits):
+                return Stored(decision_of(sol.action), sol.cost, sol.peaks)
+        return MISSING
+
+    def _remembered(self, spec: Spec) -> Answer | object:
+        if self.memo is None:
+            return MISSING
+        if isinstance(self.memo, dict):
+            return self.memo.get(spec, MISSING)
+        return self.memo.get(spec)
+
+    def _solve(self, spec: Spec) -> Solution | None:
+        if spec in self.on_path:
+            self._report_cycle(spec)
+        self.path.append(spec)
+        self.on_path.add(spec)
         winner: Solution | None = None
         winner_key = None
-        for index, action in enumerate(actions):
-            subs = [best[c] for c in action.children]
-            if any(s is None for s in subs):
-                continue
-            costs = [s.cost for s in subs]  # type: ignore[union-attr]
-            peaks = [s.peaks for s in subs]  # type: ignore[union-attr]
-            sol = Solution(
-                action,
-                action_cost(spec, action, costs, ctx),
-                action_peaks(spec, action, peaks, ctx),
-            )
-            key = _order_key(sol, index)
-            if winner_key is None or key < winner_key:
-                winner, winner_key = sol, key
-        best[spec] = winner
-    return best
+        for index, action in enumerate(spec_actions(spec, self.ctx)):
+            subs: list[Solution | Stored] = []
+            for child in action.children:
+                self.edges += 1
+                sub = self.answer(child)
+                if sub is None:
+                    break
+                subs.append(sub)
+            else:
+                sol = Solution(
+                    action,
+                    action_cost(spec, action, [s.cost for s in subs], self.ctx),
+                    action_peaks(spec, action, [s.peaks for s in subs], self.ctx),
+                )
+                key = _order_key(sol, index)
+                if winner_key is None or key < winner_key:
+                    winner, winner_key = sol, key
+        self.path.pop()
+        self.on_path.discard(spec)
+        self.solved[spec] = winner
+        self.ranges.setdefault(_goal(spec), []).append((spec.limits, winner))
+        return winner
+
+    def _report_cycle(self, spec: Spec) -> None:
+        start = self.path.index(spec)
+        cycle = self.path[start:]
+        if len(cycle) == 1:
+            for action in spec_actions(spec, self.ctx):
+                if spec in action.children:
+                    raise RuleError(
+                        f"rewrite {action.describe()} does not change {spec.describe()}"
+                    )
+        specs = " -> ".join(s.describe() for s in cycle[:3])
+        raise RuleError(f"the rewrites form a cycle: {specs} ...")
+
+    def solution(self, spec: Spec) -> Solution | None:
+        """The answer of ``spec`` with its action at this Spec (resolving Stored decisions)."""
+        got = self.answer(spec)
+        if isinstance(got, Stored):
+            action = action_for(spec, got.decision, self.ctx)
+            if action is None:
+                raise AssertionError(f"decision {got.decision} fits no action of {spec}")
+            got = Solution(action, got.cost, got.peaks)
+            self.answers[spec] = got
+        return got
+
+    def build(self, spec: Spec) -> Impl:
+        """The Impl tree of ``spec``."""
+        sol = self.solution(spec)
+        assert sol is not None, spec
+        children = tuple(self.build(c) for c in sol.action.children)
+        return Impl(spec, sol.action, children, sol.cost, sol.peaks)
+
+    def record(self, impl: Impl | None) -> None:
+        """Add what this walk solved to the memo (and, for a dict, the tree's nodes)."""
+        if isinstance(self.memo, dict):
+            self.memo.update(self.solved)
+            for node in impl.walk() if impl is not None else ():
+                self.memo.setdefault(node.spec, Solution(node.action, node.cost, node.peaks))
+        elif self.memo is not None:
+            for s, b in self.solved.items():
+                self.memo.put(s, b)
 
 
-def build_impl(spec: Spec, lookup: Callable[[Spec], Solution | None]) -> Impl:
-    """The Impl tree of ``spec`` from per-Spec solutions."""
-    sol = lookup(spec)
-    assert sol is not None, spec
-    children = tuple(build_impl(c, lookup) for c in sol.action.children)
-    return Impl(spec, sol.action, children, sol.cost, sol.peaks)
-
-
-Memo = dict[Spec, "Solution | None"] | MemoTable
+@contextlib.contextmanager
+def _deep_recursion() -> Iterator[None]:
+    """Python's recursion limit raised for the walk, whose depth is the depth of the graph."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20_000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 def synthesize(
@@ -104,63 +202,30 @@ def synthesize(
     """The cheapest Impl of ``spec`` and statistics of the search.
 
     ``memo`` (a MemoTable, or a plain dict of Spec -> Solution) holds earlier solutions: Specs
-    found there are not expanded again, and every Spec solved here is added to it.
+    found there are not solved again, and every Spec solved here is added to it.
 
     Raises:
         NoImplementationError: nothing implements ``spec`` within its memory limits.
     """
     start = time.perf_counter()
-    found: dict[Spec, Solution | Stored | None] = {}
-
-    def known(s: Spec) -> bool:
-        if memo is None:
-            return False
-        if isinstance(memo, dict):
-            if s in memo:
-                found[s] = memo[s]
-                return True
-            return False
-        hit = memo.get(s)
-        if hit is MISSING:
-            return False
-        found[s] = hit  # type: ignore[assignment]
-        return True
-
-    graph = expand(spec, ctx, known)
-    best = solve(graph, ctx, found)
-    if isinstance(memo, dict):
-        memo.update((s, b) for s, b in best.items() if s not in found)  # type: ignore[misc]
-    elif memo is not None:
-        for s, b in best.items():
-            if s not in found:
-                memo.put(s, b)  # type: ignore[arg-type]
-
-    def lookup(s: Spec) -> Solution | None:
-        sol = best.get(s, MISSING)
-        if sol is MISSING:
-            sol = memo[s] if isinstance(memo, dict) else memo.get(s)  # type: ignore[union-attr]
-        if isinstance(sol, Stored):
-            assert isinstance(memo, MemoTable)
-            action = memo.resolve(s, sol)
-            if action is None:
-                raise AssertionError(f"memo table decision {sol.decision} fits no action of {s}")
-            return Solution(action, sol.cost, sol.peaks)
-        return sol  # type: ignore[return-value]
-
-    if lookup(spec) is None:
-        limits = ", ".join(
-            f"{lv.name} {n}{'' if lv.counts_registers else ' lines'}"
-            for lv, n in zip(ctx.target.levels, spec.limits, strict=True)
-        )
-        raise NoImplementationError(
-            f"no implementation of {spec.describe()} fits the memory limits ({limits}) "
-            f"with the rules of target {ctx.target.name}"
-        )
-    impl = build_impl(spec, lookup)
+    walk = _Walk(ctx, memo)
+    with _deep_recursion():
+        if walk.answer(spec) is None:
+            walk.record(None)
+            limits = ", ".join(
+                f"{lv.name} {n}{'' if lv.counts_registers else ' lines'}"
+                for lv, n in zip(ctx.target.levels, spec.limits, strict=True)
+            )
+            raise NoImplementationError(
+                f"no implementation of {spec.describe()} fits the memory limits ({limits}) "
+                f"with the rules of target {ctx.target.name}"
+            )
+        impl = walk.build(spec)
+    walk.record(impl)
     stats = SearchStats(
-        specs_visited=sum(1 for s in graph if graph.nodes[s]["actions"] is not None),
-        graph_nodes=graph.number_of_nodes(),
-        graph_edges=graph.number_of_edges(),
+        specs_visited=len(walk.solved),
+        graph_nodes=len(walk.answers),
+        graph_edges=walk.edges,
         seconds=time.perf_counter() - start,
     )
     return impl, stats

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import attrs
 import networkx as nx
 import pytest
 
@@ -16,6 +17,7 @@ from morello.spec import Spec
 
 # ``morello.search`` re-exports the function ``expand``, which hides the module of that name.
 EXPAND_MODULE = sys.modules["morello.search.expand"]
+SOLVE_MODULE = sys.modules["morello.search.solve"]
 
 SHAPES = [(1, 1, 1), (2, 3, 4), (4, 4, 4)]
 
@@ -111,5 +113,27 @@ def test_a_rewrite_that_changes_nothing_is_reported(
         return actions
 
     monkeypatch.setattr(EXPAND_MODULE, "spec_actions", with_noop)
-    with pytest.raises(RuleError):
+    with pytest.raises(RuleError, match="does not change"):
+        expand(matmul_spec(1, 1, 1), ctx)
+    monkeypatch.setattr(SOLVE_MODULE, "spec_actions", with_noop)
+    with pytest.raises(RuleError, match="rewrite noop: block of 1 does not change"):
+        synthesize(matmul_spec(1, 1, 1), ctx)
+
+
+def test_a_longer_cycle_is_reported(
+    ctx: SynthesisContext, matmul_spec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rewrites that undo each other: the walk names the Specs of the cycle."""
+
+    def flip(spec: Spec) -> Spec:
+        return attrs.evolve(spec, serial=not spec.serial)
+
+    def with_flip(spec: Spec, c: SynthesisContext) -> list:
+        actions = spec_actions(spec, c)
+        if spec.accum:
+            actions.append(BlockAction("flip", (flip(spec),), (tuple(range(len(spec.operands))),)))
+        return actions
+
+    monkeypatch.setattr(SOLVE_MODULE, "spec_actions", with_flip)
+    with pytest.raises(RuleError, match=r"the rewrites form a cycle: .* -> "):
         synthesize(matmul_spec(1, 1, 1), ctx)
