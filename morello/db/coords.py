@@ -4,8 +4,10 @@ The key holds what has no useful order: the op, whether it accumulates, whether 
 serial, and per operand its dtype, level, canonical layout (physical dims and contiguity) and
 vector size. The point holds what is ordered, on the tile scale:
 
-* one coordinate per index variable of the op: ``log2(size)`` for a power of two. A size
-  that is not a power of two goes into the key instead (its coordinate is 0), so such Specs
+* one coordinate per index variable of the op: the size's position in the sequence of tile
+  sizes the rules make, 1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and three times them),
+  so neighbouring tile sizes are neighbouring points and their boxes can merge. Any other
+  size (a tail, an odd root) goes into the key instead (its coordinate is 0), so such Specs
   form tables of their own;
 * one coordinate per memory level: ``bit_length(limit)``, i.e. 0 for no memory and
   ``log2(limit) + 1`` otherwise (limits are always powers of two).
@@ -32,9 +34,25 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def size_coord(n: int) -> int:
-    """Tile-scale coordinate of a power-of-two size."""
-    return n.bit_length() - 1
+def size_coord(n: int) -> int | None:
+    """Position of ``n`` in 1, 2, 3, 4, 6, 8, 12, ...; None for other sizes.
+
+    1 is 0, ``2^a`` is ``2a - 1`` and ``3 * 2^b`` is ``2b + 2``.
+    """
+    if _is_pow2(n):
+        return max(0, 2 * (n.bit_length() - 1) - 1)
+    if n % 3 == 0 and _is_pow2(n // 3):
+        return 2 * (n // 3).bit_length()
+    return None
+
+
+def size_from_coord(c: int) -> int:
+    """Inverse of ``size_coord``."""
+    if c == 0:
+        return 1
+    if c % 2:
+        return 1 << ((c + 1) // 2)
+    return 3 << ((c - 2) // 2)
 
 
 def limit_coord(n: int) -> int:
@@ -56,9 +74,10 @@ def spec_to_coords(spec: Spec, ctx: SynthesisContext) -> tuple[Key, Point]:
     size_point = []
     for v in opdef.index_vars:
         n = sizes[v]
-        if _is_pow2(n):
+        c = size_coord(n)
+        if c is not None:
             exact.append(0)
-            size_point.append(size_coord(n))
+            size_point.append(c)
         else:
             exact.append(n)
             size_point.append(0)
@@ -77,7 +96,7 @@ def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
     opdef = ctx.ruleset.ops[op]
     nvars = len(opdef.index_vars)
     sizes = {
-        v: (e if e else 1 << c)
+        v: (e if e else size_from_coord(c))
         for v, e, c in zip(opdef.index_vars, exact, point[:nvars], strict=True)
     }
     limits = tuple(limit_from_coord(c) for c in point[nvars:])

@@ -27,7 +27,7 @@ from morello.errors import MemoTableError
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 _BUSY_TIMEOUT_S: Final = 120.0
 
 _SCHEMA: Final = """

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from morello.context import SynthesisContext
-from morello.db.coords import coords_to_spec, spec_to_coords
+from morello.db.coords import coords_to_spec, size_coord, size_from_coord, spec_to_coords
 from morello.layout import layout_by_name
 from morello.spec import Spec, TensorSpec
 
@@ -50,14 +50,21 @@ def test_coords_spec_point_spec_round_trips(ctx: SynthesisContext, data: st.Data
     assert coords_to_spec(key, point, ctx) == spec
 
 
-def test_coords_pow2_sizes_are_log2_and_others_go_to_the_key(ctx: SynthesisContext) -> None:
+def test_coords_tile_sizes_are_positions_and_others_go_to_the_key(ctx: SynthesisContext) -> None:
     row = layout_by_name("row_major", 2)
     assert row is not None
     ts = [
         TensorSpec(s, "f32", "GL", row.canonical(s))  # type: ignore[arg-type]
-        for s in [(8, 3), (3, 16), (8, 16)]
+        for s in [(8, 5), (5, 12), (8, 12)]
     ]
     spec = Spec("matmul", ts, False, ctx.target.max_limits())
     key, point = spec_to_coords(spec, ctx)
-    assert point[:3] == (3, 4, 0)  # m = 2^3, n = 2^4, k = 3 is not a power of two
-    assert key[3] == (0, 0, 3)
+    assert point[:3] == (5, 6, 0)  # m = 8, n = 12 = 3 * 4, k = 5 is neither
+    assert key[3] == (0, 0, 5)
+
+
+def test_size_coordinates_number_the_tile_sizes_in_order() -> None:
+    sizes = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
+    assert [size_coord(n) for n in sizes] == list(range(len(sizes)))
+    assert [size_from_coord(c) for c in range(len(sizes))] == sizes
+    assert [size_coord(n) for n in (5, 7, 9, 10, 18, 36, 100)] == [None] * 7
