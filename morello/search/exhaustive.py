@@ -1,10 +1,10 @@
 """Enumerates every Impl of a tiny Spec: an oracle for tests and a debugging aid.
 Knows no op by name.
 
-The DP of ``solve.py`` walks the spec graph depth-first, reuses answers across memory limits,
-breaks ties and shares a memo table across searches. This module checks it from outside with code that
-shares none of that: it only calls ``spec_actions`` (what the rules offer) and the cost model
-(``action_cost``, ``action_peaks``).
+The DP of ``solve.py`` walks the spec graph depth-first, reuses answers across memory
+limits, breaks ties and shares a memo table across searches. This module checks it from
+outside with code that shares none of that: it only calls ``spec_actions`` (what the rules
+offer) and the cost model (``action_cost``, ``action_peaks``).
 
 Two oracles, both exact, for Specs of different sizes:
 

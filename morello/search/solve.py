@@ -68,8 +68,8 @@ def _goal(spec: Spec) -> tuple[Any, ...]:
     return (spec.op, spec.operands, spec.accum, spec.serial)
 
 
-def _within(low: tuple[int, ...], x: tuple[int, ...], high: tuple[int, ...]) -> bool:
-    return all(a <= b <= c for a, b, c in zip(low, x, high, strict=True))
+def _at_most(low: tuple[int, ...], high: tuple[int, ...]) -> bool:
+    return all(a <= b for a, b in zip(low, high, strict=True))
 
 
 class _Walk:
@@ -100,10 +100,11 @@ class _Walk:
     def _shared(self, spec: Spec) -> Answer | object:
         """An answer found in this walk for the same goal under limits that cover these."""
         for limits, sol in self.ranges.get(_goal(spec), ()):
+            if not _at_most(spec.limits, limits):
+                continue
             if sol is None:
-                if _within(spec.limits, spec.limits, limits):
-                    return None
-            elif _within(sol.peaks, spec.limits, limits):
+                return None  # no implementation under more memory: none under less
+            if _at_most(sol.peaks, spec.limits):
                 return Stored(decision_of(sol.action), sol.cost, sol.peaks)
         return MISSING
 
