@@ -143,6 +143,7 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
         if copy_op is None:
             continue
         src_level = target.level(ts.level)
+        elem = ctx.dtype(ts.dtype).size
         reads = idx != last or spec.accum
         writes = idx == last
         for dest_name in src_level.moves_to:
@@ -156,7 +157,6 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
                 new_buffer = dest_level.addressed or layout_name is not None
                 if new_buffer and not dest_level.addressed and writes:
                     continue
-                elem = ctx.dtype(ts.dtype).size
                 if not new_buffer and cache_ways(dest, dest_level, elem) > dest_level.ways:
                     continue
                 units = memory_units(dest, dest_level, elem)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import networkx as nx
 
 from morello.context import SynthesisContext
+from morello.db.table import decision_of
 from morello.errors import RuleError
 from morello.impl import Action, KernelAction
 from morello.rules.ruleset import layout_named
@@ -75,8 +76,6 @@ def expand(
 
 def action_for(spec: Spec, decision: tuple[object, ...], ctx: SynthesisContext) -> Action | None:
     """The action of ``spec`` that makes ``decision`` (see ``decision_of``), if any."""
-    from morello.db.table import decision_of  # the memo table imports this module
-
     for action in spec_actions(spec, ctx):
         if decision_of(action) == decision:
             return action

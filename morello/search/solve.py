@@ -81,8 +81,7 @@ class _Walk:
         self.answers: dict[Spec, Answer] = {}
         self.solved: dict[Spec, Solution | None] = {}  # Specs whose actions were enumerated
         self.ranges: dict[tuple[Any, ...], list[tuple[tuple[int, ...], Solution | None]]] = {}
-        self.path: list[Spec] = []
-        self.on_path: set[Spec] = set()
+        self.path: dict[Spec, None] = {}  # the Specs being solved, outermost first
         self.edges = 0
 
     def answer(self, spec: Spec) -> Answer:
@@ -116,10 +115,9 @@ class _Walk:
         return self.memo.get(spec)
 
     def _solve(self, spec: Spec) -> Solution | None:
-        if spec in self.on_path:
+        if spec in self.path:
             self._report_cycle(spec)
-        self.path.append(spec)
-        self.on_path.add(spec)
+        self.path[spec] = None
         winner: Solution | None = None
         winner_key = None
         for index, action in enumerate(spec_actions(spec, self.ctx)):
@@ -139,15 +137,14 @@ class _Walk:
                 key = _order_key(sol, index)
                 if winner_key is None or key < winner_key:
                     winner, winner_key = sol, key
-        self.path.pop()
-        self.on_path.discard(spec)
+        del self.path[spec]
         self.solved[spec] = winner
         self.ranges.setdefault(_goal(spec), []).append((spec.limits, winner))
         return winner
 
     def _report_cycle(self, spec: Spec) -> None:
-        start = self.path.index(spec)
-        cycle = self.path[start:]
+        path = list(self.path)
+        cycle = path[path.index(spec) :]
         if len(cycle) == 1:
             for action in spec_actions(spec, self.ctx):
                 if spec in action.children:

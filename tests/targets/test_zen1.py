@@ -9,8 +9,8 @@ import pytest
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
-from morello.context import make_context
-from morello.impl import KernelAction, MoveAction
+from morello.context import SynthesisContext, make_context
+from morello.impl import Impl, KernelAction, MoveAction
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.plugins import Plugins
 from morello.search.solve import synthesize
@@ -74,27 +74,32 @@ def test_zen1_cost_coefficients_cover_every_level(zen1: Target) -> None:
     assert coeffs.level_hit["GL"] > coeffs.level_hit["L1"] >= coeffs.level_hit["VRF"]
 
 
+def _synthesized_and_checked(
+    unit: str, text: str, tmp_path: Path
+) -> tuple[SynthesisContext, Impl, str]:
+    """The Impl and C of the one function in ``text``, after checking the C against NumPy."""
+    ctx = make_context("zen1")
+    program = build_program(parse_spec_file(f"{unit}.lark", text).funcs[0], ctx)
+    impl, _ = synthesize(program.spec, ctx)
+    source = lower_to_c(unit, [(program, impl)], ctx)
+    assert check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx).ok
+    return ctx, impl, source.c_text
+
+
 @pytest.mark.requires_isa("avx2", "fma")
 def test_zen1_small_matmul_uses_vector_kernels_and_matches_numpy(tmp_path: Path) -> None:
-    ctx = make_context("zen1")
     text = "func matmul_4x8(a: f32[4, 4], b: f32[4, 8]) -> c: f32[4, 8] {\n  c = matmul(a, b)\n}\n"
-    program = build_program(parse_spec_file("matmul_4x8.lark", text).funcs[0], ctx)
-    impl, _ = synthesize(program.spec, ctx)
-    source = lower_to_c("matmul_4x8", [(program, impl)], ctx)
-
+    ctx, impl, c_text = _synthesized_and_checked("matmul_4x8", text, tmp_path)
     kernels = {n.action.kernel for n in impl.walk() if isinstance(n.action, KernelAction)}
     assert any(ctx.ruleset.kernel(k).requires for k in kernels), kernels
-    assert "#include <immintrin.h>" in source.c_text
-    assert check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx).ok
+    assert "#include <immintrin.h>" in c_text
 
 
 @pytest.mark.requires_isa("avx2", "fma")
 def test_zen1_register_tile_holds_12_accumulators_and_matches_numpy(tmp_path: Path) -> None:
     """Tile sizes of 3 * 2^k let the search keep 12 of the 16 ymm registers as accumulators."""
-    ctx = make_context("zen1")
     text = "func mm(a: f32[12, 32], b: f32[32, 48]) -> c: f32[12, 48] {\n  c = matmul(a, b)\n}\n"
-    program = build_program(parse_spec_file("mm.lark", text).funcs[0], ctx)
-    impl, _ = synthesize(program.spec, ctx)
+    ctx, impl, _ = _synthesized_and_checked("mm", text, tmp_path)
     vrf = ctx.target.level("VRF")
     tiles = [
         n.action.dest
@@ -105,5 +110,3 @@ def test_zen1_register_tile_holds_12_accumulators_and_matches_numpy(tmp_path: Pa
     ]
     assert tiles
     assert max(memory_units(t, vrf, 4) for t in tiles) == 12, [t.describe() for t in tiles]
-    source = lower_to_c("mm", [(program, impl)], ctx)
-    assert check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx).ok
