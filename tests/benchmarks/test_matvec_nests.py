@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "matvec_nests.py"
-
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("matvec_nests", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not found")
 @pytest.mark.requires_isa("avx2", "fma")
-def test_every_nest_matches_numpy(tmp_path: Path) -> None:
-    script = _load_script()
+def test_every_nest_matches_numpy(
+    tmp_path: Path, benchmark_script: Callable[[str], ModuleType]
+) -> None:
+    script = benchmark_script("matvec_nests")
     fns = script.build_nests(tmp_path)
     assert set(fns) == set(script.NESTS)
     x, w, y = script.operands(seed=1)
