@@ -1,7 +1,8 @@
 """The affine cost model: the cost and peak memory of one Impl node from its children's.
 
 Loops cost their trip count times their body (plus the tail once, plus the latency of the
-dependency chains a reduction loop over register accumulators makes); blocks the sum of their
+dependency chains a reduction loop over register accumulators makes, plus the streams a loop
+across runs starts again); blocks the sum of their
 stages; a kernel its declared expression plus the lines its operands touch (hit coefficient
 of their level times lines, twice for non-contiguous data). A move into a cache costs the
 lines it touches at both levels; a move into a new buffer costs its prologue and epilogue,
@@ -11,6 +12,7 @@ twice, which made small register tiles look dear). Coefficients come from the ta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from morello.context import SynthesisContext
@@ -44,7 +46,12 @@ def action_cost(
         return base + sum(access_cost(ts, ctx) for ts in spec.operands)
     if isinstance(action, LoopAction):
         tail = child_costs[1] if action.tail is not None else 0
-        return action.trips * child_costs[0] + tail + _chain_cost(spec, action, ctx)
+        return (
+            action.trips * child_costs[0]
+            + tail
+            + _chain_cost(spec, action, ctx)
+            + _restart_cost(spec, action, ctx)
+        )
     if isinstance(action, BlockAction):
         return sum(child_costs)
     assert isinstance(action, MoveAction)
@@ -68,6 +75,37 @@ def _chain_cost(spec: Spec, loop: LoopAction, ctx: SynthesisContext) -> int:
     lv = ctx.target.level(out.level)
     chains = max(1, memory_units(out, lv, ctx.dtype(out.dtype).size))
     return -(-loop.trips * latency // chains)
+
+
+def _restart_cost(spec: Spec, loop: LoopAction, ctx: SynthesisContext) -> int:
+    """Streams a loop starts again: per trip, the runs of each step tile that cut across runs.
+
+    A step that reads an operand in fewer runs than the loop's tile of it moves to other runs
+    on the next trip, so every trip starts its runs anew (the prefetchers ramp up again). A
+    step with as many runs continues them. Only operands that ``spec`` reads once (each
+    element used by one point of its iteration space: streamed, as the weights of a matvec)
+    are charged; an operand the Spec reuses is mostly served from caches, where a restart's
+    latency hides. Only runs of at least ``stream_lines`` lines priced as streams count.
+    """
+    coeffs = ctx.coefficients
+    if not coeffs.stream_restart:
+        return 0
+    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    points = math.prod(sizes.values())
+    total = 0
+    for whole, step in zip(spec.operands, loop.body.operands, strict=True):
+        restart = coeffs.stream_restart.get(step.level, 0)
+        if restart == 0 or whole.volume < points:
+            continue
+        runs = step.layout.runs(step.shape)
+        if runs >= whole.layout.runs(whole.shape):
+            continue
+        line_bytes = ctx.target.level(step.level).line_bytes
+        lines = step.layout.cache_lines(step.shape, ctx.dtype(step.dtype).size, line_bytes)
+        if lines // runs >= coeffs.stream_lines and coeffs.streams(step.level, runs, lines):
+            total += loop.trips * runs * restart
+    return total
 
 
 def action_peaks(

@@ -106,6 +106,12 @@ class CostCoefficients:
     is a dependency chain per register: each of its iterations waits that long, shared by
     the output's independent registers, so several accumulators hide the latency and one
     does not.
+
+    ``stream_restart`` (optional, by level name) is the cost of starting a stream again: a
+    loop whose step reads an operand at that level in fewer runs than the loop's whole tile
+    of it (the loop walks across the runs, not along them) starts each of the step's runs
+    anew on every trip, and pays this per run that ``stream_hit`` prices as a stream. A loop
+    whose step has as many runs as its tile continues them, and pays nothing.
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
@@ -117,6 +123,9 @@ class CostCoefficients:
     chain_latency: Mapping[str, int] = attrs.field(
         factory=dict, converter=lambda m: dict(sorted(m.items()))
     )
+    stream_restart: Mapping[str, int] = attrs.field(
+        factory=dict, converter=lambda m: dict(sorted(m.items()))
+    )
 
     def __hash__(self) -> int:
         return hash(
@@ -126,14 +135,20 @@ class CostCoefficients:
                 tuple(self.stream_hit.items()),
                 self.stream_lines,
                 tuple(self.chain_latency.items()),
+                tuple(self.stream_restart.items()),
             )
+        )
+
+    def streams(self, level: str, runs: int, run_lines: int) -> bool:
+        """Whether ``runs`` runs of ``run_lines`` lines at ``level`` are read as streams."""
+        return runs <= len(self.stream_hit.get(level, ())) and (
+            runs == 1 or run_lines >= self.stream_lines
         )
 
     def line_cost(self, level: str, runs: int, run_lines: int) -> int:
         """Cost per line at ``level`` of a tile of ``runs`` contiguous runs of ``run_lines``."""
-        streams = self.stream_hit.get(level, ())
-        if runs <= len(streams) and (runs == 1 or run_lines >= self.stream_lines):
-            return streams[runs - 1]
+        if self.streams(level, runs, run_lines):
+            return self.stream_hit[level][runs - 1]
         hit = self.level_hit[level]
         return hit if runs == 1 else 2 * hit
 

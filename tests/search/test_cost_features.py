@@ -6,6 +6,8 @@
   by the output's registers.
 * A kernel's ``scratch`` registers must fit the Spec's limits for the kernel to match.
 * Together they make zen1 walk several 16-column bf16 panels at once into many accumulators.
+* A loop across the runs of an operand its Spec reads once pays for restarting them
+  (``stream_restart``), which makes zen1's f32 matvec read whole rows of its weights.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import attrs
 import pytest
 
 from morello.context import SynthesisContext
+from morello.cost import action_cost
 from morello.impl import KernelAction, LoopAction, MoveAction
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
+from morello.spec import Spec
 from morello.target import CostCoefficients
 
 
@@ -107,3 +111,66 @@ def test_gemma_walks_several_panels_into_many_accumulators(ctx: SynthesisContext
     ]
     widest = max(vrf_moves, key=lambda d: d.volume)
     assert widest.shape[1] >= 64 and 8 <= widest.volume // 8 <= 16, vrf_moves
+
+
+MATVEC = (
+    "func f(x: f32[1, 2048], w: f32[2048, 16384]) -> y: f32[1, 16384] {\n    y = matmul(x, w)\n}\n"
+)
+
+
+def _restart_ctx(ctx: SynthesisContext, restart: int) -> SynthesisContext:
+    coeffs = attrs.evolve(ctx.coefficients, stream_restart={"GL": restart} if restart else {})
+    return attrs.evolve(ctx, coefficients=coeffs)
+
+
+def _loops(ctx: SynthesisContext, spec: Spec) -> dict[tuple[str, int], LoopAction]:
+    return {(a.var, a.step): a for a in spec_actions(spec, ctx) if isinstance(a, LoopAction)}
+
+
+def _restarts(ctx: SynthesisContext, spec: Spec) -> dict[tuple[str, int], int]:
+    """What ``stream_restart={"GL": 1}`` adds to each loop action on ``spec``."""
+    costs = {}
+    for c in (_restart_ctx(ctx, 0), _restart_ctx(ctx, 1)):
+        for key, loop in _loops(c, spec).items():
+            zeros = [0] * len(loop.children)
+            costs[key] = action_cost(spec, loop, zeros, c) - costs.get(key, 0)
+    return costs
+
+
+def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None:
+    """A loop over rows of streamed weights starts its step's runs again; one over n does not.
+
+    The weights of a matvec are read once (m = 1). In a block of 4096 columns of them (2048
+    runs of 16 KiB), a loop over k in steps of 8 rows starts 8 runs per trip; a loop over n
+    continues its runs. Whole rows are one run, so a loop over them restarts nothing. A
+    matmul with m = 4 reuses the weights (served from caches) and pays no restarts.
+    """
+    text = MATVEC
+    whole = attrs.evolve(_program(ctx, text).spec, accum=True)
+    assert _restarts(ctx, whole)[("k", 8)] == 0
+    block = _loops(ctx, whole)[("n", 4096)].body
+    assert block.operands[1].shape == (2048, 4096)
+    restarts = _restarts(ctx, block)
+    assert restarts[("k", 8)] == 256 * 8
+    assert restarts[("n", 8)] == 0
+    # Runs shorter than stream_lines (16 lines) are a strided walk, not restarted streams.
+    narrow = _loops(ctx, whole)[("n", 128)].body
+    assert set(_restarts(ctx, narrow).values()) == {0}
+    text = text.replace("f32[1, ", "f32[4, ")
+    reused = _loops(ctx, attrs.evolve(_program(ctx, text).spec, accum=True))[("n", 4096)].body
+    assert set(_restarts(ctx, reused).values()) == {0}
+
+
+@pytest.mark.requires_isa("avx2", "fma")
+def test_f32_matvec_reads_whole_rows(ctx: SynthesisContext) -> None:
+    """With restarts priced, zen1's f32 matvec walks whole rows of the weights, not blocks.
+
+    No loop over n encloses the loop over k: each trip of k reads a few whole rows of w
+    (runs of 64 KiB), not 4096-column blocks (runs of 16 KiB, four times the restarts).
+    """
+    text = MATVEC
+    impl, _ = synthesize(_program(ctx, text).spec, ctx, {})
+    splits = [n for n in impl.walk() if isinstance(n.action, LoopAction) and n.action.var == "k"]
+    outer = splits[0]
+    assert outer.spec.operands[1].shape == (2048, 16384), outer.spec.describe()
+    assert 4 <= outer.action.step <= 8
