@@ -2,12 +2,12 @@
 
 Loops cost their trip count times their body (plus the tail once, plus the latency of the
 dependency chains a reduction loop over register accumulators makes, plus the streams a loop
-across runs starts again); blocks the sum of their
-stages; a kernel its declared expression plus the lines its operands touch (hit coefficient
-of their level times lines, twice for non-contiguous data). A move into a cache costs the
-lines it touches at both levels; a move into a new buffer costs its prologue and epilogue,
-whose kernels already pay for every access (charging the move too would count each access
-twice, which made small register tiles look dear). Coefficients come from the target.
+across runs starts again); blocks the sum of their stages; a kernel its declared expression
+plus the lines its operands touch (hit coefficient of their level times lines, twice for
+non-contiguous data). A move into a cache costs the lines it touches at both levels; a move
+into a new buffer costs its prologue and epilogue, whose kernels already pay for every
+access (charging the move too would count each access twice, which made small register tiles
+look dear). Coefficients come from the target.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def _restart_cost(spec: Spec, loop: LoopAction, ctx: SynthesisContext) -> int:
             continue
         line_bytes = ctx.target.level(step.level).line_bytes
         lines = step.layout.cache_lines(step.shape, ctx.dtype(step.dtype).size, line_bytes)
-        if lines // runs >= coeffs.stream_lines and coeffs.streams(step.level, runs, lines):
+        run_lines = lines // runs
+        if run_lines >= coeffs.stream_lines and coeffs.streams(step.level, runs, run_lines):
             total += loop.trips * runs * restart
     return total
 

@@ -110,8 +110,11 @@ class CostCoefficients:
     ``stream_restart`` (optional, by level name) is the cost of starting a stream again: a
     loop whose step reads an operand at that level in fewer runs than the loop's whole tile
     of it (the loop walks across the runs, not along them) starts each of the step's runs
-    anew on every trip, and pays this per run that ``stream_hit`` prices as a stream. A loop
-    whose step has as many runs as its tile continues them, and pays nothing.
+    anew on every trip, and pays this per run of at least ``stream_lines`` lines that
+    ``stream_hit`` prices as a stream. A loop whose step has as many runs as its tile
+    continues them, and pays nothing. Only operands the loop's Spec reads once are charged
+    (each element used by one point of its iteration space, as a matvec's weights); reused
+    operands come mostly from caches, where a restart's latency hides.
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))

@@ -60,7 +60,7 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         stream_lines=16,
         # Starting a stream again costs about one memory latency (~100 ns): blocks of 4096
         # columns of a streamed matvec's weights restart 8192 runs where whole rows restart
-        # 2048, and ran 0.6 ms slower (BENCHMARKS.md, "a nest the model cannot rank").
+        # 2048, and ran 0.6 ms slower (BENCHMARKS.md, "a nest the model could not rank").
         stream_restart={"GL": 800},
         # An FMA's result is ready 5 cycles after it issues; a scalar add's 3.
         chain_latency={"VRF": 5, "RF": 3},
