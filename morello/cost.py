@@ -30,10 +30,15 @@ def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
     coeffs = ctx.coefficients
     if coeffs.level_hit[ts.level] == 0:
         return 0
-    lv = ctx.target.level(ts.level)
-    lines = ts.layout.cache_lines(ts.shape, ctx.dtype(ts.dtype).size, lv.line_bytes)
-    runs = ts.layout.runs(ts.shape)
+    lines, runs = _lines_and_runs(ts, ctx)
     return lines * coeffs.line_cost(ts.level, runs, lines // runs)
+
+
+def _lines_and_runs(ts: TensorSpec, ctx: SynthesisContext) -> tuple[int, int]:
+    """Cache lines ``ts`` touches at its level, and its number of contiguous runs."""
+    line_bytes = ctx.target.level(ts.level).line_bytes
+    lines = ts.layout.cache_lines(ts.shape, ctx.dtype(ts.dtype).size, line_bytes)
+    return lines, ts.layout.runs(ts.shape)
 
 
 def action_cost(
@@ -90,21 +95,22 @@ def _restart_cost(spec: Spec, loop: LoopAction, ctx: SynthesisContext) -> int:
     coeffs = ctx.coefficients
     if not coeffs.stream_restart:
         return 0
-    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
-    assert isinstance(sizes, dict)
-    points = math.prod(sizes.values())
+    points = None  # the size of the Spec's iteration space, computed when first needed
     total = 0
     for whole, step in zip(spec.operands, loop.body.operands, strict=True):
         restart = coeffs.stream_restart.get(step.level, 0)
-        if restart == 0 or whole.volume < points:
+        if restart == 0:
             continue
-        runs = step.layout.runs(step.shape)
-        if runs >= whole.layout.runs(whole.shape):
+        lines, runs = _lines_and_runs(step, ctx)
+        if runs >= whole.layout.runs(whole.shape) or lines // runs < coeffs.stream_lines:
             continue
-        line_bytes = ctx.target.level(step.level).line_bytes
-        lines = step.layout.cache_lines(step.shape, ctx.dtype(step.dtype).size, line_bytes)
-        run_lines = lines // runs
-        if run_lines >= coeffs.stream_lines and coeffs.streams(step.level, runs, run_lines):
+        if not coeffs.streams(step.level, runs, lines // runs):
+            continue
+        if points is None:
+            sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
+            assert isinstance(sizes, dict)
+            points = math.prod(sizes.values())
+        if whole.volume >= points:
             total += loop.trips * runs * restart
     return total
 

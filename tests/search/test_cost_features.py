@@ -145,8 +145,7 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
     continues its runs. Whole rows are one run, so a loop over them restarts nothing. A
     matmul with m = 4 reuses the weights (served from caches) and pays no restarts.
     """
-    text = MATVEC
-    whole = attrs.evolve(_program(ctx, text).spec, accum=True)
+    whole = attrs.evolve(_program(ctx, MATVEC).spec, accum=True)
     assert _restarts(ctx, whole)[("k", 8)] == 0
     block = _loops(ctx, whole)[("n", 4096)].body
     assert block.operands[1].shape == (2048, 4096)
@@ -156,7 +155,7 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
     # Runs shorter than stream_lines (16 lines) are a strided walk, not restarted streams.
     narrow = _loops(ctx, whole)[("n", 128)].body
     assert set(_restarts(ctx, narrow).values()) == {0}
-    text = text.replace("f32[1, ", "f32[4, ")
+    text = MATVEC.replace("f32[1, ", "f32[4, ")
     reused = _loops(ctx, attrs.evolve(_program(ctx, text).spec, accum=True))[("n", 4096)].body
     assert set(_restarts(ctx, reused).values()) == {0}
 
@@ -168,8 +167,7 @@ def test_f32_matvec_reads_whole_rows(ctx: SynthesisContext) -> None:
     No loop over n encloses the loop over k: each trip of k reads a few whole rows of w
     (runs of 64 KiB), not 4096-column blocks (runs of 16 KiB, four times the restarts).
     """
-    text = MATVEC
-    impl, _ = synthesize(_program(ctx, text).spec, ctx, {})
+    impl, _ = synthesize(_program(ctx, MATVEC).spec, ctx, {})
     splits = [n for n in impl.walk() if isinstance(n.action, LoopAction) and n.action.var == "k"]
     outer = splits[0]
     assert outer.spec.operands[1].shape == (2048, 16384), outer.spec.describe()
