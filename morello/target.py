@@ -156,6 +156,39 @@ class CostCoefficients:
         return hit if runs == 1 else 2 * hit
 
 
+#: The libraries a benchmark peer may name (how each is found: ``codegen/peers.py``).
+PEER_LIBRARIES = ("openblas", "mkl")
+
+
+def _peer_library(_inst: object, _attr: attrs.Attribute[str], value: str) -> None:
+    if value not in PEER_LIBRARIES:
+        raise ValueError(f"unknown peer library {value!r} (known: {', '.join(PEER_LIBRARIES)})")
+
+
+@attrs.frozen
+class Peer:
+    """A library that ``bench`` times generated code against, with the target's settings.
+
+    Attributes:
+        library: ``openblas`` (the copy NumPy ships, always present) or ``mkl`` (Intel MKL,
+            present when the ``mkl`` wheel is installed, e.g. ``pip install 'morello[peers]'``).
+        env: environment variables the library reads when it loads (threads, instruction
+            sets); the peer runs in a child process with them set.
+        skip: routines the target's CPU could not run as the library would on it, by
+            ``<routine>_<dtype>`` (``gemm_bf16``, ``gemv_f32``), each with the reason that
+            ``bench`` reports instead of a time (e.g. a bf16 product on a CPU without bf16
+            instructions, which a library may compute by a slow reference path).
+    """
+
+    library: str = attrs.field(validator=_peer_library)
+    env: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=lambda env: tuple(sorted(dict(env).items()))
+    )
+    skip: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=lambda skip: tuple(sorted(dict(skip).items()))
+    )
+
+
 @attrs.frozen(kw_only=True)
 class Target:
     """A hardware target, as registered by a plugin.
@@ -170,8 +203,8 @@ class Target:
         isa: CPU features the generated code requires (checked before running it).
         compiler: compiler and flags producing code that runs on the target.
         processors: cores available to parallel loops.
-        peer_env: environment for the peer (NumPy) in benchmarks, e.g. to hold its BLAS to
-            one thread and to the kernels this target's CPU would run.
+        peers: the libraries ``bench`` times generated code against, each with the
+            settings that hold it to what this target's CPU would run.
     """
 
     name: str
@@ -183,9 +216,7 @@ class Target:
     isa: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     compiler: Compiler = attrs.field(factory=Compiler)
     processors: int = 1
-    peer_env: tuple[tuple[str, str], ...] = attrs.field(
-        default=(), converter=lambda env: tuple(sorted(dict(env).items()))
-    )
+    peers: tuple[Peer, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         names = [lv.name for lv in self.levels]

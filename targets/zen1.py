@@ -7,7 +7,7 @@ any x86-64 CPU with AVX2 and FMA.
 from __future__ import annotations
 
 from morello import CostCoefficients, MemoryLevel, Target, hookimpl
-from morello.target import Compiler, VectorType
+from morello.target import Compiler, Peer, VectorType
 
 ZEN1 = Target(
     name="zen1",
@@ -34,8 +34,27 @@ ZEN1 = Target(
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
     compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
     processors=1,
-    # The peer of benchmarks: NumPy's OpenBLAS on one thread, held to its AVX2 kernels.
-    peer_env={"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell", "OMP_NUM_THREADS": "1"},
+    # The peers of benchmarks, one thread each and held to the instructions Zen 1 has:
+    # NumPy's OpenBLAS with its Haswell (AVX2 + FMA) kernels, and Intel MKL (when installed)
+    # limited to AVX2, so neither runs AVX-512 code on a machine that has it.
+    peers=(
+        Peer(
+            "openblas",
+            {"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell", "OMP_NUM_THREADS": "1"},
+        ),
+        Peer(
+            "mkl",
+            {
+                "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                "MKL_THREADING_LAYER": "SEQUENTIAL",
+                "MKL_NUM_THREADS": "1",
+                "MKL_INTERFACE_LAYER": "LP64",
+            },
+            # Zen 1 has no bf16 instructions; held to AVX2, MKL's bf16 product with one row
+            # runs a reference path at about 0.3 GFLOP/s, which says nothing of Zen 1.
+            skip={"gemm_bf16": "Zen 1 has no bf16 instructions (MKL held to AVX2)"},
+        ),
+    ),
 )
 
 

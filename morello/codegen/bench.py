@@ -1,68 +1,51 @@
-"""Benchmarks synthesized code against its peer (NumPy) in the same run.
+"""Benchmarks synthesized code against its peers and the machine's limits, in one run.
 
-The kernel is timed by a C loop compiled next to it (no Python in the timed region); the
-peer is NumPy on the same shapes and dtypes in a child process whose BLAS is held to one
-thread and to the target's peer settings (the target names the environment, e.g. which
-kernels its BLAS may use). Each side runs warm-up calls, then ``repeats`` timed batches
-of enough calls to last ``min_batch_s``; we report the median and spread per call.
+The generated function is timed by a C loop compiled next to it (``timing.py``: no Python in
+the timed region). Its peers are the BLAS libraries the target names, each called from the
+same C loop on the same buffers in a child process that holds the library to the target's
+settings (``peers.py``). The machine's FMA peak and read bandwidth are measured in the same
+run (``limits.py``), and the generated code's speed is reported as a fraction of the one
+that bounds the Spec. Everything is checked against the NumPy reference before it is timed.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
-import os
-import statistics
-import subprocess
-import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import attrs
-
-from morello.codegen.harness import aligned_empty, random_inputs, to_buffer
+from morello.codegen.compile import compile_shared
+from morello.codegen.harness import (
+    aligned_empty,
+    check,
+    random_inputs,
+    reference,
+    to_buffer,
+    tolerance,
+)
+from morello.codegen.header import lower_to_c
+from morello.codegen.limits import LimitsBench, MachineLimits
+from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
+from morello.codegen.timing import PRELUDE, Timing, measure, timed_loop
 from morello.context import SynthesisContext
+from morello.impl import Impl
 from morello.lang.spec_file import Program
 
-
-@attrs.frozen
-class Timing:
-    """Seconds per call: median and the spread (min, max) over repeated batches."""
-
-    median: float
-    low: float
-    high: float
+#: Peak-loop C type of an output dtype whose arithmetic the peak bounds.
+_PEAK_CTYPES = {"f32": "float", "f64": "double"}
 
 
 def timing_harness(program: Program, ctx: SynthesisContext) -> str:
     """C source of ``double <name>_time(args..., long iters)``: seconds for ``iters`` calls."""
     params = [*program.params, program.result]
     decl = []
-    call = []
     for i, (name, ts) in enumerate(params):
         const = "const " if i < len(params) - 1 else ""
         decl.append(f"{const}{ctx.dtype(ts.dtype).c_type} *restrict {name}")
-        call.append(name)
-    return "\n".join(
-        [
-            f"double {program.name}_time({', '.join(decl)}, long iters)",
-            "{",
-            "    struct timespec t0, t1;",
-            "    clock_gettime(CLOCK_MONOTONIC, &t0);",
-            "    for (long it = 0; it < iters; it++) {",
-            f"        {program.name}({', '.join(call)});",
-            '        __asm__ __volatile__("" ::: "memory");',
-            "    }",
-            "    clock_gettime(CLOCK_MONOTONIC, &t1);",
-            "    return (double)(t1.tv_sec - t0.tv_sec)",
-            "        + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
-            "}",
-            "",
-        ]
-    )
-
-
-HARNESS_PRELUDE = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n"
+    call = f"{program.name}({', '.join(name for name, _ in params)});"
+    return timed_loop(f"{program.name}_time", decl, [call])
 
 
 def time_kernel(
@@ -86,104 +69,125 @@ def time_kernel(
     def batch(iters: int) -> float:
         return float(fn(*ptrs, ctypes.c_long(iters))) / iters
 
-    return _measure(batch, repeats, min_batch_s)
+    return measure(batch, repeats, min_batch_s)
 
 
-def bytes_per_call(program: Program, ctx: SynthesisContext) -> tuple[int, int]:
-    """Bytes the function must move per call in its own dtypes, and the peer's in its dtypes.
+def bytes_per_call(program: Program, ctx: SynthesisContext) -> int:
+    """Bytes the function must move per call: every input read once, the output written once.
 
-    Every input is read once and the output written once: a lower bound on memory traffic,
-    the figure a memory-bound kernel's GB/s is measured by.
+    A lower bound on memory traffic, the figure a memory-bound kernel's GB/s is measured by.
     """
-    mine = peer = 0
-    for ts in program.spec.operands:
-        dt = ctx.dtype(ts.dtype)
-        mine += ts.volume * dt.size
-        peer += ts.volume * dt.logical_dtype().itemsize
-    return mine, peer
+    return sum(ts.volume * ctx.dtype(ts.dtype).size for ts in program.spec.operands)
 
 
-def _measure(batch, repeats: int, min_batch_s: float) -> Timing:  # type: ignore[no-untyped-def]
-    batch(1)
-    iters = 1
-    while True:
-        t = batch(iters) * iters
-        if t >= min_batch_s or iters >= 1 << 30:
-            break
-        iters = max(iters * 2, int(iters * min_batch_s / max(t, 1e-9)))
-    samples = [batch(iters) for _ in range(repeats)]
-    return Timing(statistics.median(samples), min(samples), max(samples))
+def _peer_bytes(program: Program, ctx: SynthesisContext, input_dtype: str) -> int:
+    """``bytes_per_call`` for a peer that reads its inputs as ``input_dtype``."""
+    *ins, out = program.spec.operands
+    size = ctx.dtype(input_dtype).size
+    return sum(t.volume * size for t in ins) + out.volume * ctx.dtype(out.dtype).size
 
 
-_PEER_SCRIPT = r"""
-import json, statistics, sys, time
-import numpy as np
-req = json.loads(sys.argv[1])
-rng = np.random.default_rng(0)
-arrays = [rng.uniform(-1, 1, size=s).astype(d) for s, d in zip(req["shapes"], req["dtypes"])]
-out = np.zeros(req["out_shape"], dtype=req["out_dtype"])
-subs = req["einsum"]
-if req["matmul"]:
-    def call():
-        np.matmul(arrays[0], arrays[1], out=out)
-else:
-    path = np.einsum_path(subs, *arrays, optimize="optimal")[0]
-    def call():
-        np.einsum(subs, *arrays, out=out, optimize=path)
-def batch(n):
-    t0 = time.perf_counter()
-    for _ in range(n):
-        call()
-    return (time.perf_counter() - t0) / n
-batch(1)
-iters = 1
-while True:
-    t = batch(iters) * iters
-    if t >= req["min_batch_s"] or iters >= 1 << 30:
-        break
-    iters = max(iters * 2, int(iters * req["min_batch_s"] / max(t, 1e-9)))
-samples = [batch(iters) for _ in range(req["repeats"])]
-print(json.dumps({"median": statistics.median(samples), "low": min(samples),
-                  "high": max(samples)}))
-"""
-
-
-def time_peer(
-    program: Program,
+def bench(
+    label: str,
+    solved: Sequence[tuple[Program, Impl, float]],
     ctx: SynthesisContext,
-    env: Mapping[str, str],
     repeats: int = 7,
     min_batch_s: float = 0.05,
-) -> Timing:
-    """Time NumPy on the same shapes and dtypes in a child process with ``env`` set.
+) -> list[dict[str, Any]]:
+    """Check, time and compare each synthesized function; one row (a dict) per function.
 
-    A dtype NumPy lacks is replaced by the type of its values (bf16 by float32), so a bf16
-    kernel is compared with NumPy's float32 computation of the same shape.
+    ``solved`` holds each function's Program, Impl and synthesis seconds. Row keys: ours
+    (``seconds`` median, ``seconds_low``/``seconds_high``, ``gflops``, ``gbps``), ``peers``
+    by name (seconds, spread, GFLOP/s, the routine that ran and what the library reports),
+    ``peers_missing`` (name -> why), ``best_peer`` and ``ratio`` (the best peer's median
+    time over ours: above 1 we are faster), ``peak_gflops``, ``read_gbps``,
+    ``read_gbps_footprint``, ``bound`` and ``fraction_of_limit``, ``synthesis_seconds``.
+
+    Raises:
+        CheckFailed: the generated code (or a peer) disagrees with the reference.
     """
+    workdir = Path(tempfile.mkdtemp(prefix="morello-bench-"))
+    source = lower_to_c(label, [(p, i) for p, i, _ in solved], ctx)
+    harness = "".join(timing_harness(p, ctx) for p, _, _ in solved)
+    lib = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, workdir)
+    out_dtypes = {p.spec.output.dtype for p, _, _ in solved}
+    limits_bench = LimitsBench(ctx.target, workdir)
+    limits = limits_bench.measure(sorted(_PEAK_CTYPES[d] for d in out_dtypes & _PEAK_CTYPES.keys()))
+    rows = []
+    for program, impl, seconds in solved:
+        check(lib, program, ctx)
+        mine = time_kernel(lib, program, ctx, repeats, min_batch_s)
+        inputs = random_inputs(program, ctx)
+        peers = time_peers(
+            program,
+            ctx,
+            inputs,
+            reference(program, inputs, ctx),
+            tolerance(program, inputs, ctx),
+            repeats,
+            min_batch_s,
+            workdir / program.name,
+        )
+        row = _row(program, ctx, mine, peers, limits, limits_bench)
+        row.update(
+            spec=f"{label}:{program.name}",
+            synthesis_seconds=seconds,
+            cost=impl.cost,
+            target=ctx.target.name,
+        )
+        rows.append(row)
+    return rows
+
+
+def _row(
+    program: Program,
+    ctx: SynthesisContext,
+    mine: Timing,
+    peers: Sequence[PeerTiming | PeerMissing],
+    limits: MachineLimits,
+    limits_bench: LimitsBench,
+) -> dict[str, Any]:
     opdef = ctx.ruleset.ops[program.spec.op]
-    letters = {v: chr(ord("a") + i) for i, v in enumerate(opdef.index_vars)}
-    subs = ",".join("".join(letters[i] for i in acc.indices) for acc in opdef.inputs)
-    subs += "->" + "".join(letters[i] for i in opdef.output.indices)
-    ins = program.spec.operands[:-1]
-    # A two-operand contraction "ab,bc->ac" is exactly what BLAS gemm computes.
-    is_matmul = len(opdef.inputs) == 2 and len(opdef.reduction_vars) == 1 and subs == "ab,bc->ac"
-    req = {
-        "shapes": [list(t.shape) for t in ins],
-        "dtypes": [ctx.dtype(t.dtype).logical_dtype().name for t in ins],
-        "out_shape": list(program.spec.output.shape),
-        "out_dtype": ctx.dtype(program.spec.output.dtype).logical_dtype().name,
-        "einsum": subs,
-        "matmul": is_matmul,
-        "repeats": repeats,
-        "min_batch_s": min_batch_s,
+    sizes = opdef.sizes([t.shape for t in program.spec.operands])
+    assert isinstance(sizes, dict)
+    flops = opdef.flops(sizes)
+    nbytes = bytes_per_call(program, ctx)
+    timed = [p for p in peers if isinstance(p, PeerTiming)]
+    best = min(timed, key=lambda p: p.timing.median, default=None)
+    footprint_gbps = limits_bench.bandwidth_gbps(nbytes, repeats=3)
+    bandwidth = max(limits.read_gbps, footprint_gbps)
+    peak = limits.peak_gflops.get(_PEAK_CTYPES.get(program.spec.output.dtype, ""))
+    memory_s = nbytes / (bandwidth * 1e9)
+    compute_s = flops / (peak * 1e9) if peak else 0.0
+    return {
+        "flops": flops,
+        "bytes": nbytes,
+        "seconds": mine.median,
+        "seconds_low": mine.low,
+        "seconds_high": mine.high,
+        "gflops": flops / mine.median / 1e9,
+        "gbps": nbytes / mine.median / 1e9,
+        "peers": {
+            p.name: {
+                "library": p.library,
+                "routine": p.routine,
+                "seconds": p.timing.median,
+                "seconds_low": p.timing.low,
+                "seconds_high": p.timing.high,
+                "gflops": flops / p.timing.median / 1e9,
+                "gbps": _peer_bytes(program, ctx, p.dtype) / p.timing.median / 1e9,
+                "tried": dict(p.tried),
+                "copied_operands": p.copied,
+                "detail": dict(p.detail),
+            }
+            for p in timed
+        },
+        "peers_missing": {p.name: p.reason for p in peers if isinstance(p, PeerMissing)},
+        "best_peer": best.name if best else None,
+        "ratio": best.timing.median / mine.median if best else None,
+        "peak_gflops": peak,
+        "read_gbps": limits.read_gbps,
+        "read_gbps_footprint": footprint_gbps,
+        "bound": "compute" if compute_s >= memory_s else "memory",
+        "fraction_of_limit": max(compute_s, memory_s) / mine.median,
     }
-    child_env = {**os.environ, **env}
-    proc = subprocess.run(
-        [sys.executable, "-c", _PEER_SCRIPT, json.dumps(req)],
-        capture_output=True,
-        text=True,
-        env=child_env,
-        check=True,
-    )
-    data = json.loads(proc.stdout)
-    return Timing(data["median"], data["low"], data["high"])

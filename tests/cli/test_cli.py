@@ -166,3 +166,33 @@ def test_cli_help_has_an_example() -> None:
     assert result.stderr == ""
     assert "examples" in result.stdout
     assert "python -m morello --target TARGET examples/matmul_64.lark" in result.stdout
+
+
+@pytest.mark.requires_isa("avx2", "fma")
+def test_cli_bench_text_names_peers_ratio_and_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    spec = _spec(
+        tmp_path, "func f(a: f32[8, 8], b: f32[8, 8]) -> c: f32[8, 8] {\n    c = matmul(a, b)\n}\n"
+    )
+    code, err, out = _run(
+        capsys, "bench", "--target", target_name, "--no-db", "--repeats", "1", "--min-batch",
+        "0.001", spec,
+    )  # fmt: skip
+    assert code == ExitCode.OK, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{spec}:f: morello ")
+    assert any(line.startswith("  peer openblas: ") and "sgemm" in line for line in lines)
+    assert any(line.startswith("  ratio ") and " against " in line for line in lines)
+    assert lines[-1].endswith("(compute-bound)")
+
+
+def test_cli_bench_help_says_peers_run_in_a_child_process() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "morello", "bench", "--help"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "runs in a child process whose environment holds the target's settings" in text
+    assert "pip install 'morello[peers]'" in text

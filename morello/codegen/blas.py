@@ -1,0 +1,207 @@
+"""Which BLAS routine computes a Spec, read from the op's index notation and the layouts.
+
+A benchmark's peer must run the same computation on the same buffers. An op is a matrix
+product when its index notation says so, whatever its name, operand order or index letters:
+two rank-2 inputs, a rank-2 output, and a body that is one sum over one index of the product
+of the two inputs, each input indexed by that reduction index and one output index. The
+layouts then give each buffer's strides, and with them the transposes and leading dimensions
+of a row-major ``gemm`` call (or ``gemv`` where one output extent is 1). Knows no op by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from morello.layout import row_major
+from morello.rules.index_notation import Access, BinOp, OpDef, Reduce
+from morello.spec import Spec, TensorSpec
+
+#: CBLAS enumerators (the values every CBLAS header uses).
+ROW_MAJOR = 101
+NO_TRANS = 111
+TRANS = 112
+
+
+@attrs.frozen
+class Operand:
+    """A buffer handed to BLAS: which operand of the Spec, read through which strides.
+
+    ``native`` is False when the Spec's layout is not a strided matrix (a packed layout):
+    the peer then gets a row-major copy of the same values.
+    """
+
+    index: int
+    native: bool
+
+
+@attrs.frozen
+class GemmCall:
+    """``C = op(A) op(B)`` in row-major CBLAS terms: A is M x K, B is K x N, C is M x N."""
+
+    a: Operand
+    b: Operand
+    c: Operand
+    trans_a: bool
+    trans_b: bool
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+
+    routine = "gemm"
+
+
+@attrs.frozen
+class GemvCall:
+    """``y = op(A) x`` in row-major CBLAS terms, A stored as ``rows x cols`` with ``lda``."""
+
+    a: Operand
+    x: Operand
+    y: Operand
+    trans: bool
+    rows: int
+    cols: int
+    lda: int
+    incx: int
+    incy: int
+
+    routine = "gemv"
+
+
+BlasCall = GemmCall | GemvCall
+
+
+def matmul_structure(opdef: OpDef) -> tuple[str, str, str] | None:
+    """``(i, j, k)`` if ``opdef`` is a matrix product ``out[i|j, j|i] = sum(k) x * y``.
+
+    ``i`` is the free index of the first input, ``j`` that of the second; None for any op
+    that is not a plain product of two matrices summed over one shared index.
+    """
+    if len(opdef.inputs) != 2 or len(opdef.output.indices) != 2:
+        return None
+    expr = opdef.expr
+    if not isinstance(expr, Reduce) or len(expr.indices) != 1:
+        return None
+    body = expr.body
+    if not (
+        isinstance(body, BinOp)
+        and body.op == "*"
+        and isinstance(body.lhs, Access)
+        and isinstance(body.rhs, Access)
+    ):
+        return None
+    (k,) = expr.indices
+    declared = {acc.tensor: acc for acc in opdef.inputs}
+    factors = [body.lhs, body.rhs]
+    if sorted(f.tensor for f in factors) != sorted(declared) or len(declared) != 2:
+        return None
+    free: list[str] = []
+    for acc in opdef.inputs:
+        used = next(f for f in factors if f.tensor == acc.tensor)
+        if used.indices != acc.indices or len(acc.indices) != 2 or acc.indices.count(k) != 1:
+            return None
+        (other,) = [ix for ix in acc.indices if ix != k]
+        free.append(other)
+    i, j = free
+    if i == j or set(opdef.output.indices) != {i, j} or k in opdef.output.indices:
+        return None
+    return i, j, k
+
+
+def strides(ts: TensorSpec) -> tuple[int | None, ...] | None:
+    """Element stride of each dimension (None for extent 1), or None if not strided."""
+    if any(block is not None for _, block in ts.layout.dims):
+        return None
+    out: list[int | None] = []
+    for d, n in enumerate(ts.shape):
+        if n == 1:
+            out.append(None)
+            continue
+        unit = [0] * len(ts.shape)
+        unit[d] = 1
+        out.append(ts.layout.offset(ts.shape, unit))
+    return tuple(out)
+
+
+def _row_major_view(
+    st: Sequence[int | None], rows_dim: int, cols_dim: int, rows: int, cols: int
+) -> tuple[bool, int] | None:
+    """``(transposed, ld)`` reading a matrix with these strides as row-major rows x cols."""
+    r, c = st[rows_dim], st[cols_dim]
+    if c in (1, None) and (r is None or r >= cols):
+        return False, r if r is not None else max(1, cols)
+    if r in (1, None) and (c is None or c >= rows):
+        return True, c if c is not None else max(1, rows)
+    return None
+
+
+def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
+    """The BLAS calls that compute ``spec`` (gemm, and gemv where an output extent is 1).
+
+    Empty when the op is not a matrix product. Operands whose layout is not strided are
+    marked non-native: the caller passes a row-major copy of their values.
+    """
+    found = matmul_structure(opdef)
+    if found is None or spec.accum:
+        return []
+    i, _, k = found
+    sizes = opdef.sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    views = [_view(ts) for ts in spec.operands]
+    out = len(spec.operands) - 1
+    out_idx = opdef.output.indices
+    # Orient the product so that the output is a row-major M x N matrix (CBLAS cannot
+    # write a transposed C): its row index is M's, its column index N's.
+    for row_var, col_var in ((out_idx[0], out_idx[1]), (out_idx[1], out_idx[0])):
+        cview = _row_major_view(
+            views[out], out_idx.index(row_var), out_idx.index(col_var), sizes[row_var],
+            sizes[col_var],
+        )  # fmt: skip
+        if cview is not None and not cview[0]:
+            break
+    else:  # pragma: no cover - a strided rank-2 output always has a row-major reading
+        return []
+    ldc = cview[1]
+    left = 0 if row_var == i else 1
+    right = 1 - left
+    m, n, kk = sizes[row_var], sizes[col_var], sizes[k]
+    acc_l, acc_r = opdef.inputs[left].indices, opdef.inputs[right].indices
+    av = _row_major_view(views[left], acc_l.index(row_var), acc_l.index(k), m, kk)
+    bv = _row_major_view(views[right], acc_r.index(k), acc_r.index(col_var), kk, n)
+    assert av is not None and bv is not None
+    a, b, c = (_operand(spec.operands[x], x) for x in (left, right, out))
+    calls: list[BlasCall] = [GemmCall(a, b, c, av[0], bv[0], m, n, kk, av[1], bv[1], ldc)]
+    if m == 1:
+        # y[j] = sum_k x[k] B[k, j]: B read as stored (K x N, or N x K when transposed).
+        incx = _step(views[left][acc_l.index(k)])
+        incy = _step(views[out][out_idx.index(col_var)])
+        rows, cols = (n, kk) if bv[0] else (kk, n)
+        calls.append(GemvCall(b, a, c, not bv[0], rows, cols, bv[1], incx, incy))
+    elif n == 1:
+        incx = _step(views[right][acc_r.index(k)])
+        incy = _step(views[out][out_idx.index(row_var)])
+        rows, cols = (kk, m) if av[0] else (m, kk)
+        calls.append(GemvCall(a, b, c, av[0], rows, cols, av[1], incx, incy))
+    return calls
+
+
+def _view(ts: TensorSpec) -> tuple[int | None, ...]:
+    """Strides of ``ts``, or those of a row-major copy where its layout is not strided."""
+    st = strides(ts)
+    if st is not None:
+        return st
+    copy = strides(attrs.evolve(ts, layout=row_major(len(ts.shape)).canonical(ts.shape)))
+    assert copy is not None
+    return copy
+
+
+def _operand(ts: TensorSpec, index: int) -> Operand:
+    return Operand(index, strides(ts) is not None)
+
+
+def _step(stride: int | None) -> int:
+    return 1 if stride is None else stride

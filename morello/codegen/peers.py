@@ -1,0 +1,499 @@
+"""The peers of a benchmark: BLAS libraries called from a C loop, timed like generated code.
+
+For a Spec that a BLAS routine computes (see ``blas.py``), each library the target names as a
+peer (``Target.peers``) runs in a child process whose environment holds the target's
+settings for it (threads, instruction sets), since most such settings are read when the
+library loads. The child finds the library (``openblas``: the copy NumPy ships; ``mkl``:
+Intel MKL's single dynamic library, installed by the ``mkl`` wheel), calls each routine
+once and checks its output against the NumPy reference, then times it with the same C loop,
+batching and 64-byte-aligned buffers as the generated function (``timing.py``). Each peer
+keeps the faster of its routines (gemm, or gemv where an output extent is 1) and says which
+one ran and what the library reports of itself (OpenBLAS's kernel family and threads,
+MKL's instruction set and threads from its verbose log).
+
+Inputs are the bytes the generated code reads where the layout is a strided matrix, and a
+row-major copy of the same values otherwise (packed layouts). A dtype with a BLAS routine of
+its own is run natively (f32, f64, bf16 products into f32); a narrower float dtype is also
+run through the f32 routines on the same values, as a peer named ``<library>_f32``.
+
+Knows no target; the libraries it can load are the ones named in ``target.PEER_LIBRARIES``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from morello.codegen.blas import (
+    NO_TRANS,
+    ROW_MAJOR,
+    TRANS,
+    BlasCall,
+    GemmCall,
+    Operand,
+    blas_calls,
+)
+from morello.codegen.compile import compile_shared
+from morello.codegen.harness import aligned_empty, buffer_offsets, compare, to_buffer
+from morello.codegen.timing import PRELUDE, Timing, measure, timed_loop
+from morello.context import SynthesisContext
+from morello.dtypes import dtype
+from morello.errors import CheckFailed
+from morello.lang.spec_file import Program
+from morello.layout import Layout, row_major
+from morello.spec import TensorSpec
+from morello.target import Peer
+
+#: Per routine and element type: the C type of alpha and beta, and the routine's CBLAS name
+#: (the bf16 product has a name per library). A library's symbols may add a prefix and a
+#: suffix (NumPy's OpenBLAS: ``scipy_cblas_sgemm64_``, with 64-bit ints).
+_ROUTINES: dict[tuple[str, str], tuple[str, str | dict[str, str]]] = {
+    ("gemm", "f32"): ("float", "cblas_sgemm"),
+    ("gemm", "f64"): ("double", "cblas_dgemm"),
+    ("gemm", "bf16"): ("float", {"openblas": "cblas_sbgemm", "mkl": "cblas_gemm_bf16bf16f32"}),
+    ("gemv", "f32"): ("float", "cblas_sgemv"),
+    ("gemv", "f64"): ("double", "cblas_dgemv"),
+}
+
+
+@attrs.frozen
+class PeerTiming:
+    """One peer's figure: the faster routine that ran, and what the library says of itself.
+
+    ``dtype`` is the element type of the inputs it read (the Spec's, or f32 for a widened
+    peer); ``copied`` whether it read a row-major copy of a packed operand.
+    """
+
+    name: str
+    library: str
+    dtype: str
+    routine: str
+    timing: Timing
+    tried: Mapping[str, float]
+    detail: Mapping[str, str]
+    copied: bool
+
+
+@attrs.frozen
+class PeerMissing:
+    """A peer that could not be timed, and why (not installed, no such routine, ...)."""
+
+    name: str
+    reason: str
+
+
+# ---- the C harness ------------------------------------------------------------------------
+
+
+def harness_source() -> str:
+    """C source of a ``time_<routine>_<dtype>_<int>`` function per routine and int width.
+
+    Each takes the routine's address and its arguments and calls it ``iters`` times in the
+    loop of ``timing.timed_loop``; ints are 32-bit (LP64 interfaces) or 64-bit (ILP64).
+    """
+    parts = [PRELUDE, "#include <stdint.h>\n"]
+    for (routine, dt), (scalar, _) in _ROUTINES.items():
+        for bits in (32, 64):
+            it = f"int{bits}_t"
+            if routine == "gemm":
+                sig = (
+                    f"int, int, int, {it}, {it}, {it}, {scalar}, const void *, {it}, "
+                    f"const void *, {it}, {scalar}, void *, {it}"
+                )
+                params = [
+                    "void (*fn)(void)", "int ta", "int tb", "int64_t m", "int64_t n",
+                    "int64_t k", "const void *a", "int64_t lda", "const void *b",
+                    "int64_t ldb", "void *c", "int64_t ldc",
+                ]  # fmt: skip
+                call = (
+                    f"f({ROW_MAJOR}, ta, tb, ({it})m, ({it})n, ({it})k, 1, a, ({it})lda, "
+                    f"b, ({it})ldb, 0, c, ({it})ldc);"
+                )
+            else:
+                sig = (
+                    f"int, int, {it}, {it}, {scalar}, const void *, {it}, const void *, "
+                    f"{it}, {scalar}, void *, {it}"
+                )
+                params = [
+                    "void (*fn)(void)", "int ta", "int64_t rows", "int64_t cols",
+                    "const void *a", "int64_t lda", "const void *x", "int64_t incx",
+                    "void *y", "int64_t incy",
+                ]  # fmt: skip
+                call = (
+                    f"f({ROW_MAJOR}, ta, ({it})rows, ({it})cols, 1, a, ({it})lda, x, "
+                    f"({it})incx, 0, y, ({it})incy);"
+                )
+            name = f"time_{routine}_{dt}_i{bits}"
+            parts.append(f"typedef void (*{name}_fn)({sig});\n")
+            parts.append(timed_loop(name, params, [f"{name}_fn f = ({name}_fn)fn;", call]))
+    return "\n".join(parts)
+
+
+# ---- the parent: requests and results -----------------------------------------------------
+
+
+def time_peers(
+    program: Program,
+    ctx: SynthesisContext,
+    inputs: Mapping[str, np.ndarray],
+    want: np.ndarray,
+    allowed: np.ndarray,
+    repeats: int,
+    min_batch_s: float,
+    workdir: Path | None = None,
+) -> list[PeerTiming | PeerMissing]:
+    """Time every peer the target names on ``program``'s Spec; see the module docstring.
+
+    ``inputs`` are the logical input arrays by parameter name; ``want`` and ``allowed`` the
+    reference output and its per-element tolerance, against which each routine is checked
+    before it is timed. Returns nothing for a Spec no BLAS routine computes.
+
+    Raises:
+        CheckFailed: a peer's output is wrong (a bug in the call, not in the library).
+    """
+    spec = program.spec
+    opdef = ctx.ruleset.ops[spec.op]
+    calls = blas_calls(opdef, spec)
+    if not calls:
+        return []
+    folder = Path(workdir or tempfile.mkdtemp(prefix="morello-peers-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    harness = compile_shared(harness_source(), ctx.target, folder, name="peers")
+    logical = [inputs[n] for n in program.operand_params[:-1]]
+    np.save(folder / "want.npy", want)
+    np.save(folder / "allowed.npy", allowed)
+    jobs = _jobs(ctx, spec.operands, logical, calls, folder)
+    results: list[PeerTiming | PeerMissing] = []
+    for peer in ctx.target.peers:
+        request = {
+            "library": peer.library,
+            "harness": str(harness),
+            "jobs": jobs,
+            "want": str(folder / "want.npy"),
+            "allowed": str(folder / "allowed.npy"),
+            "repeats": repeats,
+            "min_batch_s": min_batch_s,
+            "verbose_log": str(folder / f"{peer.library}-verbose.log"),
+            "skip": dict(peer.skip),
+        }
+        req_path = folder / f"{peer.library}-request.json"
+        req_path.write_text(json.dumps(request), encoding="utf-8")
+        reply = _run_child(peer, req_path)
+        if "unavailable" in reply:
+            results.extend(PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs)
+            continue
+        for job, out in zip(jobs, reply["jobs"], strict=True):
+            name = _peer_name(peer, job)
+            ran = [c for c in out["calls"] if "median" in c]
+            bad = [c for c in out["calls"] if "check_failed" in c]
+            if bad:
+                raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
+            if not ran:
+                reasons = "; ".join(c["skipped"] for c in out["calls"])
+                results.append(PeerMissing(name, reasons))
+                continue
+            best = min(ran, key=lambda c: c["median"])
+            results.append(
+                PeerTiming(
+                    name=name,
+                    library=peer.library,
+                    dtype=job["dtype"],
+                    routine=best["symbol"],
+                    timing=Timing(best["median"], best["low"], best["high"]),
+                    tried={c["symbol"]: c["median"] for c in ran},
+                    detail={**reply["detail"], **best.get("detail", {})},
+                    copied=job["copied"],
+                )
+            )
+    return results
+
+
+def _peer_name(peer: Peer, job: Mapping[str, Any]) -> str:
+    return peer.library if job["native"] else f"{peer.library}_{job['dtype']}"
+
+
+def _jobs(
+    ctx: SynthesisContext,
+    operands: Sequence[TensorSpec],
+    logical: Sequence[np.ndarray],
+    calls: Sequence[BlasCall],
+    folder: Path,
+) -> list[dict[str, Any]]:
+    """One job per element type: the Spec's own, and f32 for a narrower float input type."""
+    in_dt = operands[0].dtype
+    kinds = [in_dt]
+    if in_dt != "f32" and dtype(in_dt).logical_dtype() == np.float32:
+        kinds.append("f32")
+    jobs = []
+    for dt in kinds:
+        job_calls = [c for c in calls if (c.routine, dt) in _ROUTINES]
+        paths, copied = [], False
+        for i, ts in enumerate(operands):
+            lay = _blas_layout(ts)
+            copied = copied or lay != ts.layout
+            store = attrs.evolve(ts, layout=lay, dtype=dt if i < len(operands) - 1 else ts.dtype)
+            path = folder / f"{dt}-{i}.npy"
+            if i < len(operands) - 1:
+                np.save(path, to_buffer(logical[i], store, ctx))
+            else:
+                np.save(path, buffer_offsets(store))
+            paths.append(str(path))
+        jobs.append(
+            {
+                "dtype": dt,
+                "native": dt == in_dt,
+                "copied": copied,
+                "inputs": paths[:-1],
+                "offsets": paths[-1],
+                "out_dtype": operands[-1].dtype,
+                "out_count": operands[-1].volume,
+                "calls": [_call_json(c, dt) for c in job_calls],
+            }
+        )
+    return jobs
+
+
+def _blas_layout(ts: TensorSpec) -> Layout:
+    """``ts``'s layout if it is a strided matrix, else that of a row-major copy."""
+    if any(block is not None for _, block in ts.layout.dims):
+        layout = row_major(len(ts.shape)).canonical(ts.shape)
+        assert layout is not None
+        return layout
+    return ts.layout
+
+
+def _call_json(call: BlasCall, dt: str) -> dict[str, Any]:
+    """The call as the harness takes it: after the routine's address, its C arguments in
+    order, each ``["enum", v]`` (int), ``["int", v]`` (int64) or ``["buffer", i]`` (operand
+    ``i`` of the Spec: an input, or the output when last)."""
+
+    def trans(t: bool) -> list[Any]:
+        return ["enum", TRANS if t else NO_TRANS]
+
+    def n(v: int) -> list[Any]:
+        return ["int", v]
+
+    def buf(op: Operand) -> list[Any]:
+        return ["buffer", op.index]
+
+    if isinstance(call, GemmCall):
+        args = [
+            trans(call.trans_a), trans(call.trans_b), n(call.m), n(call.n), n(call.k),
+            buf(call.a), n(call.lda), buf(call.b), n(call.ldb), buf(call.c), n(call.ldc),
+        ]  # fmt: skip
+    else:
+        args = [
+            trans(call.trans), n(call.rows), n(call.cols), buf(call.a), n(call.lda),
+            buf(call.x), n(call.incx), buf(call.y), n(call.incy),
+        ]  # fmt: skip
+    return {"routine": call.routine, "dtype": dt, "args": args}
+
+
+def _run_child(peer: Peer, req_path: Path) -> dict[str, Any]:
+    env = {**os.environ, **dict(peer.env)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "morello.codegen.peers", str(req_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"peer {peer.library} failed (exit {proc.returncode}); request {req_path}:\n"
+            + proc.stderr
+        )
+    reply: dict[str, Any] = json.loads(proc.stdout)
+    return reply
+
+
+# ---- the child: load a library, check and time its routines -------------------------------
+
+
+@attrs.frozen
+class _Library:
+    handle: ctypes.CDLL
+    path: str
+    prefix: str
+    suffix: str
+    int_bits: int
+    detail: dict[str, str]
+
+
+def _load_openblas() -> _Library | str:
+    """The OpenBLAS that NumPy loaded (found in this process's memory map)."""
+    import numpy  # noqa: F401  (loads its BLAS)
+
+    paths: list[str] = []
+    try:
+        for line in Path("/proc/self/maps").read_text(encoding="utf-8").splitlines():
+            path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+            if "openblas" in os.path.basename(path) and path not in paths:
+                paths.append(path)
+    except OSError:
+        pass
+    if not paths:
+        return "NumPy's BLAS is not an OpenBLAS loaded from a shared library"
+    lib = ctypes.CDLL(paths[0])
+    for prefix in ("scipy_", ""):
+        for suffix in ("64_", ""):
+            if hasattr(lib, f"{prefix}cblas_sgemm{suffix}"):
+                detail = _openblas_detail(lib, prefix, suffix)
+                bits = 64 if suffix == "64_" else 32
+                return _Library(lib, paths[0], prefix, suffix, bits, detail)
+    return f"{paths[0]} exports no cblas_sgemm"
+
+
+def _openblas_detail(lib: ctypes.CDLL, prefix: str, suffix: str) -> dict[str, str]:
+    detail = {}
+    for key, fn in (("core", "openblas_get_corename"), ("config", "openblas_get_config")):
+        f = getattr(lib, f"{prefix}{fn}{suffix}", None)
+        if f is not None:
+            f.restype = ctypes.c_char_p
+            detail[key] = f().decode().strip()
+    f = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+    if f is not None:
+        f.restype = ctypes.c_int
+        detail["threads"] = str(f())
+    return detail
+
+
+def _load_mkl() -> _Library | str:
+    """Intel MKL's single dynamic library, from this environment or the loader's path."""
+    found = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))
+    path = found[0] if found else ctypes.util.find_library("mkl_rt")
+    if not path:
+        return "Intel MKL is not installed (pip install 'morello[peers]' installs it)"
+    lib = ctypes.CDLL(path)
+    buf = ctypes.create_string_buffer(256)
+    lib.MKL_Get_Version_String(buf, len(buf))
+    return _Library(lib, path, "", "", 32, {"version": buf.value.decode().strip()})
+
+
+_LOADERS = {"openblas": _load_openblas, "mkl": _load_mkl}
+
+
+def _mkl_log(path: str) -> dict[str, str]:
+    """What MKL's verbose log says: the instruction set, and the routine and its threads."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    detail: dict[str, str] = {}
+    m = re.search(r"architecture (.*?) enabled processors, \S+ \S+ (\S+) (\S+)", text)
+    if m:
+        detail["isa"] = m.group(1)
+        detail["interface"] = m.group(2)
+        detail["threading"] = m.group(3)
+    calls = re.findall(r"^MKL_VERBOSE ([A-Z0-9_]+)\(.*?(NThr:\d+)?$", text, re.M)
+    if calls:
+        detail["ran"] = calls[-1][0]
+        if calls[-1][1]:
+            detail["threads"] = calls[-1][1].split(":")[1]
+    return detail
+
+
+def _child_main(argv: Sequence[str]) -> int:
+    req = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    loaded = _LOADERS[req["library"]]()
+    if isinstance(loaded, str):
+        print(json.dumps({"unavailable": loaded}))
+        return 0
+    harness = ctypes.CDLL(req["harness"])
+    want = np.load(req["want"])
+    allowed = np.load(req["allowed"])
+    replies = []
+    for job in req["jobs"]:
+        bufs = [_aligned(np.load(p)) for p in job["inputs"]]
+        offsets = np.load(job["offsets"])
+        out_dt = dtype(job["out_dtype"])
+        out = aligned_empty(job["out_count"], out_dt.np_dtype())
+        calls = []
+        for call in job["calls"]:
+            calls.append(_child_call(loaded, req, harness, call, bufs, out, offsets, want, allowed))
+        replies.append({"calls": calls})
+    print(json.dumps({"detail": {"path": loaded.path, **loaded.detail}, "jobs": replies}))
+    return 0
+
+
+def _child_call(
+    lib: _Library,
+    req: Mapping[str, Any],
+    harness: ctypes.CDLL,
+    call: Mapping[str, Any],
+    bufs: Sequence[np.ndarray],
+    out: np.ndarray,
+    offsets: np.ndarray,
+    want: np.ndarray,
+    allowed: np.ndarray,
+) -> dict[str, Any]:
+    _, names = _ROUTINES[(call["routine"], call["dtype"])]
+    base = names if isinstance(names, str) else names[req["library"]]
+    symbol = f"{lib.prefix}{base}{lib.suffix}"
+    reason = req["skip"].get(f"{call['routine']}_{call['dtype']}")
+    if reason is not None:
+        return {"symbol": symbol, "skipped": f"{symbol}: {reason}"}
+    fn = getattr(lib.handle, symbol, None)
+    if fn is None:
+        return {"symbol": symbol, "skipped": f"{os.path.basename(lib.path)} has no {symbol}"}
+    timer = getattr(harness, f"time_{call['routine']}_{call['dtype']}_i{lib.int_bits}")
+    timer.restype = ctypes.c_double
+    addr = ctypes.cast(fn, ctypes.c_void_p)
+    buffers = [*bufs, out]
+    args: list[Any] = [addr]
+    for kind, value in call["args"]:
+        if kind == "enum":
+            args.append(ctypes.c_int(value))
+        elif kind == "int":
+            args.append(ctypes.c_int64(value))
+        else:
+            args.append(buffers[value].ctypes.data_as(ctypes.c_void_p))
+    out[:] = np.nan
+    verbose = req["library"] == "mkl"
+    if verbose:
+        lib.handle.MKL_Verbose_Output_File(req["verbose_log"].encode())
+        lib.handle.MKL_Verbose(1)
+    timer(*args, ctypes.c_long(1))
+    if verbose:
+        lib.handle.MKL_Verbose(0)
+    got = out[offsets]
+    cmp = compare(got, want, allowed)
+    reply: dict[str, Any] = {"symbol": symbol}
+    if verbose:
+        reply["detail"] = _mkl_log(req["verbose_log"])
+    if not cmp.ok:
+        reply["check_failed"] = (
+            f"max abs error {cmp.max_abs_error:.3g} (allowed up to {cmp.max_allowed:.3g}), "
+            f"first mismatch at {list(cmp.first_bad or ())}"
+        )
+        return reply
+
+    def batch(iters: int) -> float:
+        return float(timer(*args, ctypes.c_long(iters))) / iters
+
+    t = measure(batch, req["repeats"], req["min_batch_s"])
+    reply.update(median=t.median, low=t.low, high=t.high)
+    return reply
+
+
+def _aligned(arr: np.ndarray) -> np.ndarray:
+    buf = aligned_empty(arr.size, arr.dtype)
+    buf[:] = arr.ravel()
+    return buf
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

@@ -1,0 +1,64 @@
+"""How every timed thing is timed: one C loop shape and one batching rule.
+
+Generated code and its peers are timed alike: a C function calls the thing ``iters`` times
+between two reads of the monotonic clock, with a compiler barrier after each call so no call
+can be merged with the next, and returns the seconds. ``measure`` makes one warm-up call,
+grows the batch until it lasts ``min_batch_s``, then keeps the median and spread of
+``repeats`` batches.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import attrs
+
+#: What a C file holding ``timed_loop`` functions needs before anything else.
+PRELUDE = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n"
+
+
+@attrs.frozen
+class Timing:
+    """Seconds per call: median and the spread (min, max) over repeated batches."""
+
+    median: float
+    low: float
+    high: float
+
+
+def timed_loop(name: str, params: list[str], body: list[str]) -> str:
+    """C source of ``double name(params..., long iters)``: seconds for ``iters`` runs of body.
+
+    ``body`` holds the statements of one call, without indentation.
+    """
+    return "\n".join(
+        [
+            f"double {name}({', '.join([*params, 'long iters'])})",
+            "{",
+            "    struct timespec t0, t1;",
+            "    clock_gettime(CLOCK_MONOTONIC, &t0);",
+            "    for (long it = 0; it < iters; it++) {",
+            *(f"        {line}" for line in body),
+            '        __asm__ __volatile__("" ::: "memory");',
+            "    }",
+            "    clock_gettime(CLOCK_MONOTONIC, &t1);",
+            "    return (double)(t1.tv_sec - t0.tv_sec)",
+            "        + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
+            "}",
+            "",
+        ]
+    )
+
+
+def measure(batch: Callable[[int], float], repeats: int, min_batch_s: float) -> Timing:
+    """Time ``batch(iters)`` (seconds per call over ``iters`` calls) as the module says."""
+    batch(1)
+    iters = 1
+    while True:
+        t = batch(iters) * iters
+        if t >= min_batch_s or iters >= 1 << 30:
+            break
+        iters = max(iters * 2, int(iters * min_batch_s / max(t, 1e-9)))
+    samples = [batch(iters) for _ in range(repeats)]
+    return Timing(statistics.median(samples), min(samples), max(samples))
