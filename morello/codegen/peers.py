@@ -67,6 +67,8 @@ _ROUTINES: dict[tuple[str, str], tuple[str, str | dict[str, str]]] = {
     ("gemv", "f32"): ("float", "cblas_sgemv"),
     ("gemv", "f64"): ("double", "cblas_dgemv"),
 }
+#: The output element type of the routines over each input element type.
+_OUTPUT = {"f32": "f32", "f64": "f64", "bf16": "f32"}
 
 
 @attrs.frozen
@@ -203,7 +205,12 @@ def time_peers(
                 raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
             if not ran:
                 reasons = "; ".join(c["skipped"] for c in out["calls"])
-                results.append(PeerMissing(name, reasons))
+                out_dt = spec.output.dtype
+                results.append(
+                    PeerMissing(
+                        name, reasons or f"BLAS has no {job['dtype']} product into {out_dt}"
+                    )
+                )
                 continue
             best = min(ran, key=lambda c: c["median"])
             results.append(
@@ -239,7 +246,8 @@ def _jobs(
         kinds.append("f32")
     jobs = []
     for dt in kinds:
-        job_calls = [c for c in calls if (c.routine, dt) in _ROUTINES]
+        fits = _OUTPUT.get(dt) == operands[-1].dtype
+        job_calls = [c for c in calls if (c.routine, dt) in _ROUTINES and fits]
         paths, copied = [], False
         for i, ts in enumerate(operands):
             lay = _blas_layout(ts)

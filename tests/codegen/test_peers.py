@@ -299,3 +299,14 @@ def test_missing_mkl_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch) -
     assert peers._load_mkl() == (
         "Intel MKL is not installed (pip install 'morello[peers]' installs it)"
     )
+
+
+def test_integer_product_has_no_blas_routine(ctx: SynthesisContext, tmp_path: Path) -> None:
+    program = _program(
+        ctx, "func f(a: s32[4, 4], b: s32[4, 4]) -> c: s32[4, 4] {\n    c = matmul(a, b)\n}\n"
+    )
+    found = _peers(program, ctx, tmp_path)
+    assert [p.name for p in found] == [p.library for p in ctx.target.peers]
+    for peer in found:
+        assert isinstance(peer, PeerMissing)
+        assert peer.reason == "BLAS has no s32 product into s32"
