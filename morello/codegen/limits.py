@@ -28,7 +28,7 @@ import numpy as np
 
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import aligned_empty
-from morello.codegen.timing import PRELUDE
+from morello.codegen.timing import PRELUDE, timed_loop
 from morello.target import Target
 
 #: Streams each bandwidth pass may read at once; the best is the machine's figure.
@@ -68,64 +68,37 @@ def limits_source(target: Target) -> str:
     for ctype in ("float", "double"):
         vt = f"v_{ctype}"
         parts.append(f"typedef {ctype} {vt} __attribute__((vector_size({vb})));")
-        lines = [
-            f"double peak_{ctype}(long iters, {ctype} seed, {ctype} *sink)",
-            "{",
-            f"    {vt} x = ({vt}){{0}} + ({ctype})0.999, y = ({vt}){{0}} + ({ctype})0.001;",
-        ]
-        lines += [f"    {vt} a{i} = ({vt}){{0}} + seed + ({ctype}){i};" for i in range(acc)]
-        lines += [
-            "    struct timespec t0, t1;",
-            "    clock_gettime(CLOCK_MONOTONIC, &t0);",
-            "    for (long it = 0; it < iters; it++) {",
-            *(f"        a{i} = a{i} * x + y;" for i in range(acc)),
-            '        __asm__ __volatile__("" ::: "memory");',
-            "    }",
-            "    clock_gettime(CLOCK_MONOTONIC, &t1);",
-            f"    {vt} s = a0;",
-            *(f"    s += a{i};" for i in range(1, acc)),
-            f"    for (int l = 0; l < {vb} / (int)sizeof({ctype}); l++) *sink += s[l];",
-            "    return (double)(t1.tv_sec - t0.tv_sec)"
-            " + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
-            "}",
-            "",
-        ]
-        parts.append("\n".join(lines))
+        setup = [f"{vt} x = ({vt}){{0}} + ({ctype})0.999, y = ({vt}){{0}} + ({ctype})0.001;"]
+        setup += [f"{vt} a{i} = ({vt}){{0}} + seed + ({ctype}){i};" for i in range(acc)]
+        finish = [f"{vt} s = " + " + ".join(f"a{i}" for i in range(acc)) + ";"]
+        finish.append(f"for (int l = 0; l < {vb} / (int)sizeof({ctype}); l++) *sink += s[l];")
+        body = [f"a{i} = a{i} * x + y;" for i in range(acc)]
+        parts.append(
+            timed_loop(f"peak_{ctype}", [f"{ctype} seed", f"{ctype} *sink"], body, setup, finish)
+        )
     per_line = max(1, _LINE // vb)
     parts.append(f"typedef int64_t v_int __attribute__((vector_size({vb})));")
     for streams in STREAMS:
+        # One pass over buf as `streams` equal parts at once, a line of each in turn.
         loads = [
-            f"                acc{(s * per_line + i) % 8} += "
+            f"    acc{(s * per_line + i) % 8} += "
             f"*(const v_int *)(buf + {s} * part + off + {i * vb});"
             for s in range(streams)
             for i in range(per_line)
         ]
         parts.append(
-            "\n".join(
+            timed_loop(
+                f"read_{streams}",
+                ["const unsigned char *buf", "size_t bytes", "int64_t *sink"],
+                [f"for (size_t off = 0; off < part; off += {_LINE}) {{", *loads, "}"],
                 [
-                    f"/* `passes` passes over buf as {streams} equal parts at once, a line of "
-                    "each in turn. */",
-                    f"double read_{streams}(const unsigned char *buf, size_t bytes, long passes,"
-                    " int64_t *sink)",
-                    "{",
-                    f"    size_t part = bytes / {streams};",
-                    "    v_int " + ", ".join(f"acc{i} = {{0}}" for i in range(8)) + ";",
-                    "    struct timespec t0, t1;",
-                    "    clock_gettime(CLOCK_MONOTONIC, &t0);",
-                    "    for (long p = 0; p < passes; p++) {",
-                    f"        for (size_t off = 0; off < part; off += {_LINE}) {{",
-                    *loads,
-                    "        }",
-                    '        __asm__ __volatile__("" ::: "memory");',
-                    "    }",
-                    "    clock_gettime(CLOCK_MONOTONIC, &t1);",
-                    "    v_int s = " + " + ".join(f"acc{i}" for i in range(8)) + ";",
-                    f"    for (int l = 0; l < {vb} / 8; l++) *sink += s[l];",
-                    "    return (double)(t1.tv_sec - t0.tv_sec)"
-                    " + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
-                    "}",
-                    "",
-                ]
+                    f"size_t part = bytes / {streams};",
+                    "v_int " + ", ".join(f"acc{i} = {{0}}" for i in range(8)) + ";",
+                ],
+                [
+                    "v_int s = " + " + ".join(f"acc{i}" for i in range(8)) + ";",
+                    f"for (int l = 0; l < {vb} / 8; l++) *sink += s[l];",
+                ],
             )
         )
     return "\n".join(parts)
@@ -162,14 +135,14 @@ class LimitsBench:
         fn = getattr(self.lib, f"peak_{ctype}")
         scalar = ctypes.c_float if ctype == "float" else ctypes.c_double
         fn.restype = ctypes.c_double
-        fn.argtypes = [ctypes.c_long, scalar, ctypes.POINTER(scalar)]
+        fn.argtypes = [scalar, ctypes.POINTER(scalar), ctypes.c_long]
         sink = scalar(0)
         lanes = vector_bytes(self.target) // ctypes.sizeof(scalar)
         acc = accumulators(self.target)
         iters = 1 << 12
-        while fn(iters, 1.0, ctypes.byref(sink)) < min_s and iters < 1 << 40:
+        while fn(1.0, ctypes.byref(sink), iters) < min_s and iters < 1 << 40:
             iters *= 2
-        samples = [fn(iters, 1.0, ctypes.byref(sink)) for _ in range(repeats)]
+        samples = [fn(1.0, ctypes.byref(sink), iters) for _ in range(repeats)]
         return 2 * lanes * acc * iters / statistics.median(samples) / 1e9
 
     def measure(self, float_ctypes: Sequence[str] = ("float",)) -> MachineLimits:
@@ -193,16 +166,16 @@ class LimitsBench:
         for fn in fns.values():
             fn.restype = ctypes.c_double
             fn.argtypes = [
-                ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long, ctypes.POINTER(ctypes.c_int64)
+                ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64), ctypes.c_long
             ]  # fmt: skip
         sink = ctypes.c_int64(0)
         ptr = buf.ctypes.data
-        fns[1](ptr, nbytes, 1, ctypes.byref(sink))  # warm-up pass
+        fns[1](ptr, nbytes, ctypes.byref(sink), 1)  # warm-up pass
         passes = 1
-        while fns[1](ptr, nbytes, passes, ctypes.byref(sink)) < min_s and passes < 1 << 20:
+        while fns[1](ptr, nbytes, ctypes.byref(sink), passes) < min_s and passes < 1 << 20:
             passes *= 2
         samples: dict[int, list[float]] = {s: [] for s in STREAMS}
         for _ in range(repeats):
             for s, fn in fns.items():  # interleaved, so every variant sees the same noise
-                samples[s].append(fn(ptr, nbytes, passes, ctypes.byref(sink)) / passes)
+                samples[s].append(fn(ptr, nbytes, ctypes.byref(sink), passes) / passes)
         return max(nbytes / statistics.median(v) / 1e9 for v in samples.values())

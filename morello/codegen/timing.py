@@ -10,7 +10,7 @@ grows the batch until it lasts ``min_batch_s``, then keeps the median and spread
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -27,15 +27,23 @@ class Timing:
     high: float
 
 
-def timed_loop(name: str, params: list[str], body: list[str]) -> str:
+def timed_loop(
+    name: str,
+    params: Sequence[str],
+    body: Sequence[str],
+    setup: Sequence[str] = (),
+    finish: Sequence[str] = (),
+) -> str:
     """C source of ``double name(params..., long iters)``: seconds for ``iters`` runs of body.
 
-    ``body`` holds the statements of one call, without indentation.
+    ``body`` holds the statements of one run, ``setup`` and ``finish`` those before and after
+    the timed region (declarations, folding results into a sink), all without indentation.
     """
     return "\n".join(
         [
             f"double {name}({', '.join([*params, 'long iters'])})",
             "{",
+            *(f"    {line}" for line in setup),
             "    struct timespec t0, t1;",
             "    clock_gettime(CLOCK_MONOTONIC, &t0);",
             "    for (long it = 0; it < iters; it++) {",
@@ -43,6 +51,7 @@ def timed_loop(name: str, params: list[str], body: list[str]) -> str:
             '        __asm__ __volatile__("" ::: "memory");',
             "    }",
             "    clock_gettime(CLOCK_MONOTONIC, &t1);",
+            *(f"    {line}" for line in finish),
             "    return (double)(t1.tv_sec - t0.tv_sec)",
             "        + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
             "}",
