@@ -22,7 +22,7 @@ from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
 from morello.db.sqlite import default_db_path, file_stats, open_table
 from morello.errors import ExitCode, MorelloError, TargetError
-from morello.impl import Impl, KernelAction
+from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.plugins import Plugins
 from morello.search.solve import SearchStats, synthesize
@@ -328,10 +328,9 @@ def _require_isa(solved: list[tuple[Program, Impl, SearchStats]], ctx: Synthesis
     needed: list[str] = []
     for _, impl, _ in solved:
         for node in impl.walk():
-            if isinstance(node.action, KernelAction):
-                for f in ctx.ruleset.kernel(node.action.kernel).requires:
-                    if f not in needed:
-                        needed.append(f)
+            for f in node.action.requires(ctx):
+                if f not in needed:
+                    needed.append(f)
     lacking = missing_isa(needed)
     if lacking:
         raise MorelloError(f"cannot run the generated code: this CPU lacks {', '.join(lacking)}")

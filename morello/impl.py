@@ -3,110 +3,53 @@
 An action is one rewrite applied to one Spec; it names its sub-Specs (``children``). An Impl
 is an action whose children are solved: it carries its cost and peak memory. Actions mean the
 same thing at every Spec they apply to ("loop over n in steps of 8", "move operand 1 to L1"),
-which is what lets the memo table store them for whole regions of Specs.
+which is what lets the memo table store them for whole regions of Specs. The kinds of action
+live in ``morello.nodes``, one module each; ``Action`` is what they all provide.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
 import attrs
 
-from morello.spec import Spec, TensorSpec
+from morello.spec import Spec
+
+if TYPE_CHECKING:
+    from morello.codegen.c import Emitter, View
+    from morello.context import SynthesisContext
 
 
-@attrs.frozen
-class LoopAction:
-    """A serial loop over index variable ``var`` in steps of ``step``.
-
-    ``body`` is the Spec of one full step; ``tail``, if any, handles the last
-    ``extent % step`` indices once after the loop.
-    """
-
-    rule: str
-    var: str
-    step: int
-    trips: int
-    body: Spec
-    tail: Spec | None
+class Action(Protocol):
+    """One decision at one Spec; see ``morello.nodes``."""
 
     @property
     def children(self) -> tuple[Spec, ...]:
-        """Sub-Specs: body, then tail."""
-        return (self.body,) if self.tail is None else (self.body, self.tail)
+        """The sub-Specs, in the order their solutions are passed back."""
 
     def describe(self) -> str:
-        """One-line description."""
-        tail = " + tail" if self.tail is not None else ""
-        return f"{self.rule}: for {self.var} in {self.trips} x {self.step}{tail}"
+        """One line for ``--impl``."""
 
+    def decision(self) -> tuple[Any, ...]:
+        """What the memo table stores: the same value at every Spec the action applies to."""
 
-@attrs.frozen
-class BlockAction:
-    """Sub-Specs run in sequence; ``operand_maps[i]`` picks each stage's operands."""
+    def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
+        """Cost at ``spec`` given the children's costs (in child order)."""
 
-    rule: str
-    stages: tuple[Spec, ...]
-    operand_maps: tuple[tuple[int, ...], ...]
+    def peaks(
+        self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
+    ) -> tuple[int, ...]:
+        """The least memory limits (per level) under which this node is chosen."""
 
-    @property
-    def children(self) -> tuple[Spec, ...]:
-        """The stages, in order."""
-        return self.stages
+    def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
+        """C headers the node's own code needs."""
 
-    def describe(self) -> str:
-        """One-line description."""
-        return f"{self.rule}: block of {len(self.stages)}"
+    def requires(self, ctx: SynthesisContext) -> tuple[str, ...]:
+        """CPU features the node's own code needs."""
 
-
-@attrs.frozen
-class MoveAction:
-    """Operand ``operand`` moved to ``dest`` (a new buffer, or a cache residency).
-
-    ``layout`` names the layout family chosen for a new buffer (None for a cache).
-    """
-
-    rule: str
-    operand: int
-    dest: TensorSpec
-    layout: str | None
-    new_buffer: bool
-    prologue: Spec | None
-    body: Spec
-    epilogue: Spec | None
-
-    @property
-    def children(self) -> tuple[Spec, ...]:
-        """Prologue (if any), body, epilogue (if any)."""
-        out = [self.body]
-        if self.prologue is not None:
-            out.insert(0, self.prologue)
-        if self.epilogue is not None:
-            out.append(self.epilogue)
-        return tuple(out)
-
-    def describe(self) -> str:
-        """One-line description."""
-        note = "" if self.new_buffer else " (cached, no copy)"
-        return f"{self.rule}: operand {self.operand} -> {self.dest.describe()}{note}"
-
-
-@attrs.frozen
-class KernelAction:
-    """A leaf: kernel ``kernel`` with its dim-variable bindings."""
-
-    kernel: str
-    bindings: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
-
-    @property
-    def children(self) -> tuple[Spec, ...]:
-        """None: kernels are leaves."""
-        return ()
-
-    def describe(self) -> str:
-        """One-line description."""
-        return f"kernel {self.kernel}"
-
-
-Action = LoopAction | BlockAction | MoveAction | KernelAction
+    def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
+        """Write the node's C through ``em`` (children through ``em.node``)."""
 
 
 @attrs.frozen

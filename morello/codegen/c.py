@@ -1,11 +1,11 @@
 """Lowers an Impl tree to one readable C function.
 
 Each operand of each node is a *view*: a buffer plus the logical coordinates of the tile's
-first element. Loops shift the origin of the operands whose dims their index runs along;
-moves into addressed levels create buffers (register variables for register levels, arrays
-otherwise) with prologue/epilogue copies; moves into caches keep the view. Loops over tiles
-of register-resident operands are fully unrolled, since registers cannot be indexed.
-Knows no kernel or target by name: kernels render their own templates.
+first element. Each node kind writes its own C through the ``Emitter`` (``morello.nodes``):
+loops shift the origin of the operands whose dims their index runs along (and unroll over
+register-resident operands, which cannot be indexed); moves into addressed levels declare
+buffers (register variables for register levels, arrays otherwise) with prologue/epilogue
+copies; kernels render their templates. Knows no node kind, kernel or target by name.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from morello.codegen.names import Names
-from morello.context import SynthesisContext
-from morello.impl import BlockAction, Impl, KernelAction, LoopAction, MoveAction
 from morello.layout import Layout
 from morello.spec import TensorSpec
 
 if TYPE_CHECKING:
+    from morello.context import SynthesisContext
+    from morello.impl import Impl
     from morello.lang.spec_file import Program
 
 _STACK_LIMIT_BYTES = 64 * 1024
@@ -130,7 +130,7 @@ class View:
         return View(self.buffer, tuple(origin))
 
 
-def _element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
+def element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
     """(lvalue, address) of the view's first element (or ``local`` offset within it)."""
     buf = view.buffer
     coords = list(view.origin)
@@ -154,7 +154,13 @@ def _element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
 # ---- the emitter --------------------------------------------------------------------------
 
 
-class _Emitter:
+class Emitter:
+    """Writes one function's body: lines at the current depth, fresh names, new buffers.
+
+    Node kinds (``morello.nodes``) write themselves through it: ``emit`` a line, ``node`` a
+    child, ``declare`` a buffer, ``names.fresh`` a loop variable.
+    """
+
     def __init__(self, ctx: SynthesisContext, names: Names) -> None:
         self.ctx = ctx
         self.names = names
@@ -163,75 +169,15 @@ class _Emitter:
         self.bindings: dict[str, Lin] = {}
 
     def emit(self, line: str) -> None:
+        """Add ``line`` at the current depth."""
         self.lines.append("    " * self.depth + line)
 
     def node(self, impl: Impl, views: list[View]) -> None:
-        action = impl.action
-        if isinstance(action, KernelAction):
-            self.kernel(impl, action, views)
-        elif isinstance(action, LoopAction):
-            self.loop(impl, action, views)
-        elif isinstance(action, BlockAction):
-            for child, idxs in zip(impl.children, action.operand_maps, strict=True):
-                self.node(child, [views[i] for i in idxs])
-        else:
-            assert isinstance(action, MoveAction)
-            self.move(impl, action, views)
-
-    def kernel(self, impl: Impl, action: KernelAction, views: list[View]) -> None:
-        kernel = self.ctx.ruleset.kernel(action.kernel)
-        operands = {pat.name: _element(v) for pat, v in zip(kernel.operands, views, strict=True)}
-        for line in kernel.render(operands):
-            self.emit(line)
-
-    def loop(self, impl: Impl, action: LoopAction, views: list[View]) -> None:
-        opdef = self.ctx.ruleset.ops[impl.spec.op]
-        uses = opdef.operands_using(action.var)
-        unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
-        body, tail = impl.children[0], impl.children[1] if action.tail is not None else None
-        if action.trips == 1:
-            self.node(body, views)
-        elif unroll:
-            for t in range(action.trips):
-                shifted = list(views)
-                for i, d in uses:
-                    shifted[i] = shifted[i].shifted(d, t * action.step)
-                self.node(body, shifted)
-        else:
-            var = self.names.fresh("i")
-            self.emit(f"for (int {var} = 0; {var} < {action.trips}; {var}++) {{")
-            self.depth += 1
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, Lin.var(var).scale(action.step))
-            self.node(body, shifted)
-            self.depth -= 1
-            self.emit("}")
-        if tail is not None:
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, action.trips * action.step)
-            self.node(tail, shifted)
-
-    def move(self, impl: Impl, action: MoveAction, views: list[View]) -> None:
-        if not action.new_buffer:
-            self.node(impl.children[0], views)
-            return
-        dest = action.dest
-        buf = self.declare(dest)
-        view = View(buf, tuple(Lin() for _ in dest.shape))
-        body_views = list(views)
-        body_views[action.operand] = view
-        children = list(impl.children)
-        if action.prologue is not None:
-            self.node(children.pop(0), [views[action.operand], view])
-        self.node(children.pop(0), body_views)
-        if action.epilogue is not None:
-            self.node(children.pop(0), [view, views[action.operand]])
-        if buf.kind == "memory" and _heap(dest, self.ctx):
-            self.emit(f"free({buf.name});")
+        """Emit ``impl`` over ``views`` (one per operand of its Spec): the node writes itself."""
+        impl.action.emit(self, impl, views)
 
     def declare(self, ts: TensorSpec) -> Buffer:
+        """Declare a new buffer for ``ts``: register variables, a stack array, or heap memory."""
         level = self.ctx.target.level(ts.level)
         dt = self.ctx.dtype(ts.dtype)
         if level.counts_registers:
@@ -249,7 +195,7 @@ class _Emitter:
             return Buffer(name, ts.dtype, ts.shape, ts.layout, "registers")
         name = self.names.fresh("t")
         count = ts.volume
-        if _heap(ts, self.ctx):
+        if on_heap(ts, self.ctx):
             size = -(-count * dt.size // _ALIGN) * _ALIGN
             self.emit(f"{dt.c_type} *restrict {name} = aligned_alloc({_ALIGN}, {size});")
         else:
@@ -257,7 +203,8 @@ class _Emitter:
         return Buffer(name, ts.dtype, ts.shape, ts.layout, "memory")
 
 
-def _heap(ts: TensorSpec, ctx: SynthesisContext) -> bool:
+def on_heap(ts: TensorSpec, ctx: SynthesisContext) -> bool:
+    """Whether a new buffer for ``ts`` is too large for the stack (it is allocated instead)."""
     return ts.volume * ctx.dtype(ts.dtype).size > _STACK_LIMIT_BYTES
 
 
@@ -284,29 +231,27 @@ def dtype_headers(tensors: Iterable[TensorSpec], ctx: SynthesisContext) -> list[
     return headers
 
 
+#: Headers of the C library itself, placed before the others.
+_LIBC_FIRST = ("<stdlib.h>",)
+
+
 def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
     headers = dtype_headers(impl.spec.operands, ctx)
     for node in impl.walk():
-        action = node.action
-        if isinstance(action, KernelAction):
-            for h in ctx.ruleset.kernel(action.kernel).includes:
-                if h not in headers:
-                    headers.append(h)
-        elif isinstance(action, MoveAction) and action.new_buffer:
-            level = ctx.target.level(action.dest.level)
-            if (
-                not level.counts_registers
-                and _heap(action.dest, ctx)
-                and "<stdlib.h>" not in headers
-            ):
-                headers.insert(0, "<stdlib.h>")
+        for h in node.action.headers(ctx):
+            if h in headers:
+                continue
+            if h in _LIBC_FIRST:
+                headers.insert(0, h)
+            else:
+                headers.append(h)
     return headers
 
 
 def lower_function(impl: Impl, program: Program, ctx: SynthesisContext) -> tuple[str, list[str]]:
     """C text of the function implementing ``program`` by ``impl``, and the headers it needs."""
     reserved = {n for n, _ in program.params} | {program.result[0], program.name}
-    em = _Emitter(ctx, Names(reserved))
+    em = Emitter(ctx, Names(reserved))
     views = []
     for ts, pname in zip(impl.spec.operands, program.operand_params, strict=True):
         buf = Buffer(pname, ts.dtype, ts.shape, ts.layout, "memory")

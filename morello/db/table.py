@@ -17,11 +17,11 @@ import attrs
 
 from morello.db.boxes import BoxTable, Value
 from morello.db.coords import Key, limit_coord, limit_from_coord, spec_to_coords
-from morello.impl import Action, BlockAction, KernelAction, LoopAction, MoveAction
 from morello.spec import Spec
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
+    from morello.impl import Action
     from morello.search.solve import Solution
 
 MISSING: Final = object()
@@ -29,15 +29,7 @@ MISSING: Final = object()
 
 def decision_of(action: Action) -> tuple[Any, ...]:
     """What an action decides, in terms that mean the same at every Spec it applies to."""
-    if isinstance(action, LoopAction):
-        return ("loop", action.rule, action.var, action.step)
-    if isinstance(action, BlockAction):
-        return ("block", action.rule)
-    if isinstance(action, MoveAction):
-        d = action.dest
-        return ("move", action.rule, action.operand, d.level, action.layout, d.vector_size or 0)
-    assert isinstance(action, KernelAction)
-    return ("kernel", action.kernel)
+    return action.decision()
 
 
 def _jsonable(x: Any) -> Any:

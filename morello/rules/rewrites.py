@@ -17,8 +17,9 @@ import attrs
 
 from morello.dtypes import dtype
 from morello.errors import SourceLocation
-from morello.impl import Action, BlockAction, LoopAction, MoveAction
+from morello.impl import Action
 from morello.layout import Layout, layout_by_name
+from morello.nodes import BlockAction, LoopAction, MoveAction
 from morello.spec import Spec, TensorSpec, cache_ways, memory_units, subtract_limits
 from morello.target import Target
 

@@ -15,7 +15,8 @@ import networkx as nx
 from morello.context import SynthesisContext
 from morello.db.table import decision_of
 from morello.errors import RuleError
-from morello.impl import Action, KernelAction
+from morello.impl import Action
+from morello.nodes import KernelAction
 from morello.rules.ruleset import layout_named
 from morello.spec import Spec
 

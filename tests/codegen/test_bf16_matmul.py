@@ -25,7 +25,8 @@ from spec_library import Built, Libraries
 from morello.codegen import harness
 from morello.context import SynthesisContext
 from morello.dtypes import bf16_bits_to_f32, f32_to_bf16_bits
-from morello.impl import Impl, KernelAction
+from morello.impl import Impl
+from morello.nodes import KernelAction
 
 SHAPES = tuple(itertools.product((1, 2, 5), (1, 3, 16, 64), (1, 8, 24, 64)))
 #: Layout of b for each case name; a and c are always row-major.

@@ -17,7 +17,7 @@ from spec_library import Built, Libraries
 
 from morello.codegen import harness
 from morello.context import SynthesisContext
-from morello.impl import KernelAction
+from morello.nodes import KernelAction
 
 DIMS = (1, 2, 3, 4, 5, 8, 16, 32)
 SHAPES = (*itertools.product(DIMS, repeat=3), (64, 64, 64), (1, 256, 256), (128, 64, 32))

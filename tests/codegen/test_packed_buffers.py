@@ -11,7 +11,7 @@ from spec_library import compile_spec_text
 
 from morello.codegen import harness
 from morello.context import SynthesisContext
-from morello.impl import KernelAction, MoveAction
+from morello.nodes import KernelAction, MoveAction
 
 
 @pytest.mark.requires_isa("avx2", "fma")

@@ -31,9 +31,10 @@ from morello.codegen.compile import compile_shared
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
 from morello.errors import NoImplementationError
-from morello.impl import Impl, KernelAction
+from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.layout import layout_by_name
+from morello.nodes import KernelAction
 from morello.rules.kernels import PLACEHOLDER, Kernel
 from morello.search.expand import spec_actions
 from morello.search.solve import synthesize

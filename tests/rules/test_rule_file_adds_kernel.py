@@ -26,8 +26,9 @@ from morello.codegen import harness
 from morello.codegen.compile import compile_shared
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
-from morello.impl import Impl, KernelAction
+from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.nodes import KernelAction
 from morello.plugins import Plugins
 from morello.search.solve import synthesize
 from morello.target import CostCoefficients, Target, VectorType

@@ -17,8 +17,8 @@ import pytest
 
 from morello.context import SynthesisContext
 from morello.cost import action_cost
-from morello.impl import KernelAction, LoopAction, MoveAction
 from morello.lang.spec_file import build_program, parse_spec_file
+from morello.nodes import KernelAction, LoopAction, MoveAction
 from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
 from morello.spec import Spec

@@ -10,7 +10,7 @@ import pytest
 
 from morello.context import SynthesisContext
 from morello.errors import RuleError
-from morello.impl import BlockAction
+from morello.nodes import BlockAction
 from morello.search.expand import expand, spec_actions
 from morello.search.solve import synthesize
 from morello.spec import Spec

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from morello.context import SynthesisContext
-from morello.impl import MoveAction
 from morello.layout import row_major
+from morello.nodes import MoveAction
 from morello.rules.rewrites import tile_tensor
 from morello.search.expand import spec_actions
 from morello.spec import Spec, TensorSpec, cache_ways

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from morello.context import SynthesisContext
-from morello.impl import LoopAction
+from morello.nodes import LoopAction
 from morello.rules.rewrites import OpPattern, SchemaRule
 
 

@@ -10,8 +10,9 @@ from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
-from morello.impl import Impl, KernelAction, MoveAction
+from morello.impl import Impl
 from morello.lang.spec_file import build_program, parse_spec_file
+from morello.nodes import KernelAction, MoveAction
 from morello.plugins import Plugins
 from morello.search.solve import synthesize
 from morello.spec import memory_units

@@ -1,0 +1,75 @@
+"""A kernel call: a leaf whose cost and C come from its declaration in a rule file.
+
+Cost: the kernel's affine expression in the target's coefficients, plus the lines its
+operands touch at their levels. Peak memory: the scratch registers it declares. C: its
+template, rendered over its operands' elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from morello.codegen.c import element
+from morello.cost import access_cost
+from morello.nodes.base import NodeBase, max_peaks
+from morello.spec import Spec, snap_up
+
+if TYPE_CHECKING:
+    from morello.codegen.c import Emitter, View
+    from morello.context import SynthesisContext
+    from morello.impl import Impl
+
+
+@attrs.frozen
+class KernelAction(NodeBase):
+    """A leaf: kernel ``kernel`` with its dim-variable bindings."""
+
+    kernel: str
+    bindings: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
+
+    @property
+    def children(self) -> tuple[Spec, ...]:
+        """None: kernels are leaves."""
+        return ()
+
+    def describe(self) -> str:
+        """One-line description."""
+        return f"kernel {self.kernel}"
+
+    def decision(self) -> tuple[Any, ...]:
+        """The kernel, by name."""
+        return ("kernel", self.kernel)
+
+    def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
+        """The declared cost plus the lines the operands touch."""
+        kernel = ctx.ruleset.kernel(self.kernel)
+        base = kernel.main_cost(dict(self.bindings), ctx.coefficients.named)
+        return base + sum(access_cost(ts, ctx) for ts in spec.operands)
+
+    def peaks(
+        self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
+    ) -> tuple[int, ...]:
+        """The scratch registers the kernel declares."""
+        peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
+        for level, units in ctx.ruleset.kernel(self.kernel).scratch:
+            idx = ctx.target.level_index(level)
+            peak[idx] = max(peak[idx], snap_up(units))
+        return tuple(peak)
+
+    def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
+        """The headers the kernel's rule file includes."""
+        return tuple(ctx.ruleset.kernel(self.kernel).includes)
+
+    def requires(self, ctx: SynthesisContext) -> tuple[str, ...]:
+        """The CPU features the kernel's rule file requires."""
+        return tuple(ctx.ruleset.kernel(self.kernel).requires)
+
+    def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
+        """The template over the operands' first elements."""
+        kernel = em.ctx.ruleset.kernel(self.kernel)
+        operands = {pat.name: element(v) for pat, v in zip(kernel.operands, views, strict=True)}
+        for line in kernel.render(operands):
+            em.emit(line)

@@ -1,0 +1,142 @@
+"""A serial loop over one index variable in fixed steps, with a tail for the remainder.
+
+Cost: trips times the body, plus the tail once, plus two terms the affine model adds for
+loops: the latency of the dependency chains a reduction loop over register accumulators
+makes, and the streams a loop across runs of a read-once operand starts again (see
+``CostCoefficients``). C: a ``for`` loop, or the body repeated when an operand the index runs
+along lives in registers (registers cannot be indexed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from morello.codegen.c import Lin
+from morello.cost import lines_and_runs
+from morello.nodes.base import NodeBase
+from morello.spec import Spec, memory_units
+
+if TYPE_CHECKING:
+    from morello.codegen.c import Emitter, View
+    from morello.context import SynthesisContext
+    from morello.impl import Impl
+
+
+@attrs.frozen
+class LoopAction(NodeBase):
+    """A serial loop over index variable ``var`` in steps of ``step``.
+
+    ``body`` is the Spec of one full step; ``tail``, if any, handles the last
+    ``extent % step`` indices once after the loop.
+    """
+
+    rule: str
+    var: str
+    step: int
+    trips: int
+    body: Spec
+    tail: Spec | None
+
+    @property
+    def children(self) -> tuple[Spec, ...]:
+        """Sub-Specs: body, then tail."""
+        return (self.body,) if self.tail is None else (self.body, self.tail)
+
+    def describe(self) -> str:
+        """One-line description."""
+        tail = " + tail" if self.tail is not None else ""
+        return f"{self.rule}: for {self.var} in {self.trips} x {self.step}{tail}"
+
+    def decision(self) -> tuple[Any, ...]:
+        """The same loop at any Spec: rule, index variable, step."""
+        return ("loop", self.rule, self.var, self.step)
+
+    def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
+        """Trips times the body, the tail once, chain latency and stream restarts."""
+        tail = child_costs[1] if self.tail is not None else 0
+        return (
+            self.trips * child_costs[0]
+            + tail
+            + self._chain_cost(spec, ctx)
+            + self._restart_cost(spec, ctx)
+        )
+
+    def _chain_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
+        """Latency of the dependency chains a reduction loop over register accumulators makes.
+
+        Each trip waits for the previous trip's sums; the output's registers are independent
+        chains that overlap, so the wait per trip is the level's latency over their number.
+        """
+        out = spec.operands[-1]
+        latency = ctx.coefficients.chain_latency.get(out.level, 0)
+        if latency == 0 or self.var not in ctx.ruleset.ops[spec.op].reduction_vars:
+            return 0
+        lv = ctx.target.level(out.level)
+        chains = max(1, memory_units(out, lv, ctx.dtype(out.dtype).size))
+        return -(-self.trips * latency // chains)
+
+    def _restart_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
+        """Streams the loop starts again: per trip, the runs of each step tile that cut across runs.
+
+        A step that reads an operand in fewer runs than the loop's tile of it moves to other
+        runs on the next trip, so every trip starts its runs anew (the prefetchers ramp up
+        again). A step with as many runs continues them. Only operands that ``spec`` reads
+        once (each element used by one point of its iteration space: streamed, as the
+        weights of a matvec) are charged; an operand the Spec reuses is mostly served from
+        caches, where a restart's latency hides. Only runs of at least ``stream_lines`` lines
+        priced as streams count.
+        """
+        coeffs = ctx.coefficients
+        if not coeffs.stream_restart:
+            return 0
+        points = None  # the size of the Spec's iteration space, computed when first needed
+        total = 0
+        for whole, step in zip(spec.operands, self.body.operands, strict=True):
+            restart = coeffs.stream_restart.get(step.level, 0)
+            if restart == 0:
+                continue
+            lines, runs = lines_and_runs(step, ctx)
+            if runs >= whole.layout.runs(whole.shape) or lines // runs < coeffs.stream_lines:
+                continue
+            if not coeffs.streams(step.level, runs, lines // runs):
+                continue
+            if points is None:
+                sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
+                assert isinstance(sizes, dict)
+                points = math.prod(sizes.values())
+            if whole.volume >= points:
+                total += self.trips * runs * restart
+        return total
+
+    def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
+        """A ``for`` loop shifting the views the index runs along, or the body unrolled."""
+        uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
+        unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
+        body, tail = impl.children[0], impl.children[1] if self.tail is not None else None
+        if self.trips == 1:
+            em.node(body, views)
+        elif unroll:
+            for t in range(self.trips):
+                shifted = list(views)
+                for i, d in uses:
+                    shifted[i] = shifted[i].shifted(d, t * self.step)
+                em.node(body, shifted)
+        else:
+            var = em.names.fresh("i")
+            em.emit(f"for (int {var} = 0; {var} < {self.trips}; {var}++) {{")
+            em.depth += 1
+            shifted = list(views)
+            for i, d in uses:
+                shifted[i] = shifted[i].shifted(d, Lin.var(var).scale(self.step))
+            em.node(body, shifted)
+            em.depth -= 1
+            em.emit("}")
+        if tail is not None:
+            shifted = list(views)
+            for i, d in uses:
+                shifted[i] = shifted[i].shifted(d, self.trips * self.step)
+            em.node(tail, shifted)

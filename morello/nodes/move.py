@@ -1,0 +1,111 @@
+"""A move: an operand brought into another level, as a new buffer or as a cache residency.
+
+A move into an addressed level (or a packed copy into a cache) makes a new buffer with a
+prologue copying the operand in (if the Spec reads it) and an epilogue copying it back (if
+the Spec writes it). A move into a cache makes no buffer: it only records that the tile is
+resident, and lowers the limits of the level. Cost: a new buffer costs its prologue and
+epilogue, whose kernels already pay for every access; a cache residency costs the lines it
+touches at both levels. C: the buffer's declaration, the copies, the body over the buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from morello.codegen.c import Lin, View, on_heap
+from morello.cost import access_cost
+from morello.nodes.base import NodeBase, max_peaks
+from morello.spec import Spec, TensorSpec, memory_units, snap_up
+
+if TYPE_CHECKING:
+    from morello.codegen.c import Emitter
+    from morello.context import SynthesisContext
+    from morello.impl import Impl
+
+
+@attrs.frozen
+class MoveAction(NodeBase):
+    """Operand ``operand`` moved to ``dest`` (a new buffer, or a cache residency).
+
+    ``layout`` names the layout family chosen for a new buffer (None for a cache).
+    """
+
+    rule: str
+    operand: int
+    dest: TensorSpec
+    layout: str | None
+    new_buffer: bool
+    prologue: Spec | None
+    body: Spec
+    epilogue: Spec | None
+
+    @property
+    def children(self) -> tuple[Spec, ...]:
+        """Prologue (if any), body, epilogue (if any)."""
+        out = [self.body]
+        if self.prologue is not None:
+            out.insert(0, self.prologue)
+        if self.epilogue is not None:
+            out.append(self.epilogue)
+        return tuple(out)
+
+    def describe(self) -> str:
+        """One-line description."""
+        note = "" if self.new_buffer else " (cached, no copy)"
+        return f"{self.rule}: operand {self.operand} -> {self.dest.describe()}{note}"
+
+    def decision(self) -> tuple[Any, ...]:
+        """The same move at any Spec: operand, level, layout family, vector size."""
+        d = self.dest
+        return ("move", self.rule, self.operand, d.level, self.layout, d.vector_size or 0)
+
+    def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
+        """A new buffer: its copies (already priced by their kernels). A cache: the lines."""
+        if self.new_buffer:
+            return sum(child_costs)
+        src = spec.operands[self.operand]
+        return access_cost(src, ctx) + access_cost(self.dest, ctx) + sum(child_costs)
+
+    def peaks(
+        self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
+    ) -> tuple[int, ...]:
+        """The children's peaks plus the destination, rounded as limits are.
+
+        A move of ``u`` units over a child that needs ``r`` needs ``snap_up(u + r)``, because
+        the move leaves its child ``snap_down(limit - u)``.
+        """
+        peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
+        idx = ctx.target.level_index(self.dest.level)
+        lv = ctx.target.levels[idx]
+        units = memory_units(self.dest, lv, ctx.dtype(self.dest.dtype).size)
+        peak[idx] = snap_up(peak[idx] + units)
+        return tuple(peak)
+
+    def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
+        """``<stdlib.h>`` for a buffer too large for the stack."""
+        level = ctx.target.level(self.dest.level)
+        if self.new_buffer and not level.counts_registers and on_heap(self.dest, ctx):
+            return ("<stdlib.h>",)
+        return ()
+
+    def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
+        """Declare the buffer, copy in, the body over it, copy out (a cache: the body only)."""
+        if not self.new_buffer:
+            em.node(impl.children[0], views)
+            return
+        dest = self.dest
+        buf = em.declare(dest)
+        view = View(buf, tuple(Lin() for _ in dest.shape))
+        body_views = list(views)
+        body_views[self.operand] = view
+        children = list(impl.children)
+        if self.prologue is not None:
+            em.node(children.pop(0), [views[self.operand], view])
+        em.node(children.pop(0), body_views)
+        if self.epilogue is not None:
+            em.node(children.pop(0), [view, views[self.operand]])
+        if buf.kind == "memory" and on_heap(dest, em.ctx):
+            em.emit(f"free({buf.name});")
