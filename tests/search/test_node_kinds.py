@@ -105,7 +105,7 @@ def test_new_node_kind_is_searched_stored_printed_and_compiled(
     program = build_program(parse_spec_file("<f>", SPEC).funcs[0], ctx)
     table = MemoTable(ctx)
     impl, _ = synthesize(program.spec, ctx, table)
-    (node,) = [n for n in impl.walk() if isinstance(n.action, BackwardLoop)]
+    assert sum(isinstance(n.action, BackwardLoop) for n in impl.walk()) == 1
     assert "backward: for m in 2 x 8, last first" in format_impl(impl, ctx)
 
     # The memo table stores the decision and a second search replays it from the table.
