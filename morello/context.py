@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -11,16 +11,19 @@ import attrs
 from morello.dtypes import Dtype, dtype
 from morello.plugins import Plugins
 from morello.rules.ruleset import RuleSet, load_rule_set
+from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES, Schema, SizePolicy
 from morello.target import CostCoefficients, Target
 
 
 @attrs.frozen
 class SynthesisContext:
-    """Target, enabled rules and cost coefficients of one synthesis."""
+    """Target, enabled rules, cost coefficients, and the registered schemas and size policies."""
 
     target: Target
     ruleset: RuleSet
     coefficients: CostCoefficients
+    schemas: Mapping[str, Schema] = attrs.field(default=BUILTIN_SCHEMAS, eq=False)
+    size_policies: Mapping[str, SizePolicy] = attrs.field(default=BUILTIN_SIZE_POLICIES, eq=False)
 
     def dtype(self, name: str) -> Dtype:
         """Dtype by name."""
@@ -42,5 +45,7 @@ def make_context(
     target = plugins.target(target_name)
     coeffs = plugins.cost_coefficients(target)
     extra = [*plugins.rule_paths(target), *extra_rules]
-    ruleset = load_rule_set(target, coeffs, extra)
-    return SynthesisContext(target, ruleset, coeffs)
+    schemas = plugins.rewrite_schemas()
+    policies = plugins.size_policies()
+    ruleset = load_rule_set(target, coeffs, extra, schemas, policies)
+    return SynthesisContext(target, ruleset, coeffs, schemas, policies)

@@ -1,6 +1,6 @@
 """Hook specifications for target plugins; this docstring is the plugin tutorial.
 
-A target plugin is a module that implements some of the three hooks below with
+A target plugin is a module that implements some of the hooks below with
 ``@morello.hookimpl`` and is advertised as an entry point in the ``morello`` group. The
 built-in targets are loaded exactly this way, so the engine names none of them::
 
@@ -44,14 +44,17 @@ A hook function whose name is not one of the hooks below (a typo such as
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pluggy
 
 from morello.target import CostCoefficients, Target
+
+if TYPE_CHECKING:
+    from morello.rules.schemas import Schema, SizePolicy
 
 PROJECT_NAME: Final = "morello"
 """The pluggy project name, which is also the entry-point group plugins advertise."""
@@ -122,4 +125,46 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         @hookimpl(tryfirst=True)
         def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
             return MEASURED.get(target.name)
+    """
+
+
+@hookspec
+def morello_rewrite_schemas() -> Iterable[Schema]:  # type: ignore[empty-body]
+    """Return rewrite schemas that rule files may name: ``rewrite <name> for <ops> ...``.
+
+    Results are collected from every plugin; a schema name two plugins provide is a
+    ``TargetError`` naming both. The built-in ``tile_out``, ``split`` and ``move`` come from
+    ``morello.rules.schemas``, registered this same way before any entry point.
+
+    Returns:
+        Objects with a ``name`` and ``actions(rule, spec, ctx)``, which yields the actions
+        (``morello.nodes``, or a kind of your own) that the rule line offers for ``spec``;
+        ``rule.sizes`` names its size policy (``ctx.size_policies``), ``rule.layouts`` its
+        layouts. Every action must make progress (a smaller tile, a faster level, another
+        op), or the search reports a cycle.
+
+    Example::
+
+        @hookimpl
+        def morello_rewrite_schemas() -> list[Schema]:
+            return [TileSquare()]   # rule files may now say `rewrite tile_square for matmul`
+    """
+
+
+@hookspec
+def morello_size_policies() -> Mapping[str, SizePolicy]:  # type: ignore[empty-body]
+    """Return size policies that schema rules may name: ``rewrite tile_out for * sizes NAME``.
+
+    Results are merged from every plugin; a name two plugins provide is a ``TargetError``.
+    Built in: ``pow2``, ``pow2_3``, ``all``.
+
+    Returns:
+        Name -> function of an extent returning the loop steps to offer (each below the
+        extent, increasing).
+
+    Example::
+
+        @hookimpl
+        def morello_size_policies() -> dict[str, SizePolicy]:
+            return {"even": lambda n: list(range(2, n, 2))}
     """

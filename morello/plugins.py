@@ -16,7 +16,12 @@ import pluggy
 
 from morello import hookspecs
 from morello.errors import TargetError
+from morello.rules import schemas as builtin_schemas
+from morello.rules.schemas import Schema, SizePolicy
 from morello.target import CostCoefficients, Target
+
+#: The plugin name of the built-in schemas and size policies.
+BUILTIN_PLUGIN = "morello.builtin"
 
 
 @attrs.frozen
@@ -52,6 +57,8 @@ class Plugins:
         """
         self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
+        # The built-in rewrite schemas and size policies come in as a plugin like any other.
+        self.pm.register(builtin_schemas, name=BUILTIN_PLUGIN)
         for name in block:
             self.pm.set_blocked(name)
         try:
@@ -144,3 +151,29 @@ class Plugins:
                 f"cost coefficients for {target.name!r} lack level(s) {', '.join(missing)}"
             )
         return coeffs
+
+    def rewrite_schemas(self) -> dict[str, Schema]:
+        """Every registered rewrite schema by name; a name two plugins provide is an error."""
+        found: dict[str, tuple[Schema, str]] = {}
+        for impl in self.pm.hook.morello_rewrite_schemas.get_hookimpls():
+            for schema in impl.function():
+                if schema.name in found:
+                    raise TargetError(
+                        f"rewrite schema {schema.name!r} is provided by both "
+                        f"{found[schema.name][1]!r} and {impl.plugin_name!r}"
+                    )
+                found[schema.name] = (schema, impl.plugin_name)
+        return {name: schema for name, (schema, _) in found.items()}
+
+    def size_policies(self) -> dict[str, SizePolicy]:
+        """Every registered size policy by name; a name two plugins provide is an error."""
+        found: dict[str, tuple[SizePolicy, str]] = {}
+        for impl in self.pm.hook.morello_size_policies.get_hookimpls():
+            for name, policy in dict(impl.function()).items():
+                if name in found:
+                    raise TargetError(
+                        f"size policy {name!r} is provided by both {found[name][1]!r} "
+                        f"and {impl.plugin_name!r}"
+                    )
+                found[name] = (policy, impl.plugin_name)
+        return {name: policy for name, (policy, _) in found.items()}

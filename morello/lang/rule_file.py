@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -30,14 +31,13 @@ from morello.rules.index_notation import (
 )
 from morello.rules.kernels import PLACEHOLDER, CostTerm, Kernel, OperandPattern
 from morello.rules.rewrites import (
-    SCHEMAS,
-    SIZE_POLICIES,
     DecomposeRule,
     OpPattern,
     Rule,
     SchemaRule,
     Stage,
 )
+from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES
 
 _KERNEL_PROPS = ("contiguous",)
 
@@ -55,8 +55,16 @@ class RuleFile:
     kernels: tuple[Kernel, ...]
 
 
-def parse_rule_file(path: str | Path, text: str | None = None) -> RuleFile:
+def parse_rule_file(
+    path: str | Path,
+    text: str | None = None,
+    schemas: Iterable[str] = BUILTIN_SCHEMAS,
+    size_policies: Iterable[str] = BUILTIN_SIZE_POLICIES,
+) -> RuleFile:
     """Parse and check one rule file.
+
+    ``schemas`` and ``size_policies`` are the names a ``rewrite`` line may use: the
+    registered ones (the built-ins unless a plugin adds more).
 
     Raises:
         RuleSyntaxError: the file does not follow the grammar.
@@ -66,12 +74,14 @@ def parse_rule_file(path: str | Path, text: str | None = None) -> RuleFile:
     if text is None:
         text = read_source(path, "rule file", RuleError)
     tree = parse("rules.lark", text, path, RuleSyntaxError)
-    return _Builder(path).build(tree)
+    return _Builder(path, tuple(schemas), tuple(size_policies)).build(tree)
 
 
 class _Builder:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, schemas: tuple[str, ...], size_policies: tuple[str, ...]) -> None:
         self.path = path
+        self.schemas = schemas
+        self.size_policies = size_policies
         self.requires: list[str] = []
         self.includes: list[str] = []
         self.ops: list[OpDef] = []
@@ -194,9 +204,9 @@ class _Builder:
         name_tok, pats, *options = item.children
         assert isinstance(pats, lark.Tree)
         loc = self.loc(item)
-        if str(name_tok) not in SCHEMAS:
-            close = difflib.get_close_matches(str(name_tok), SCHEMAS, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(SCHEMAS)}"
+        if str(name_tok) not in self.schemas:
+            close = difflib.get_close_matches(str(name_tok), self.schemas, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(self.schemas)}"
             raise RuleError(
                 f"unknown rewrite schema {str(name_tok)!r} ({hint})",
                 self.loc(name_tok),  # type: ignore[arg-type]
@@ -212,9 +222,9 @@ class _Builder:
             assert isinstance(opt, lark.Tree)
             if opt.data == "sizes_option":
                 sizes = str(opt.children[0])
-                if sizes not in SIZE_POLICIES:
+                if sizes not in self.size_policies:
                     raise RuleError(
-                        f"unknown size policy {sizes!r} (known: {', '.join(SIZE_POLICIES)})",
+                        f"unknown size policy {sizes!r} (known: {', '.join(self.size_policies)})",
                         self.loc(opt),
                     )
             else:

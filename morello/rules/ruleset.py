@@ -23,6 +23,7 @@ from morello.layout import layout_by_name
 from morello.rules.index_notation import OpDef
 from morello.rules.kernels import Kernel
 from morello.rules.rewrites import DecomposeRule, Rule, SchemaRule
+from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES
 from morello.spec import TensorSpec
 from morello.target import CostCoefficients, Target
 
@@ -62,8 +63,11 @@ def _expand_paths(paths: Iterable[Traversable | Path | str]) -> list[Traversable
     return out
 
 
-def _read(node: Traversable | Path) -> RuleFile:
-    return parse_rule_file(str(node), read_source(node, "rule file", RuleError))
+def _read(
+    node: Traversable | Path, schemas: Iterable[str], size_policies: Iterable[str]
+) -> RuleFile:
+    text = read_source(node, "rule file", RuleError)
+    return parse_rule_file(str(node), text, schemas, size_policies)
 
 
 @attrs.frozen(slots=False)
@@ -118,8 +122,12 @@ def load_rule_set(
     target: Target,
     coefficients: CostCoefficients,
     extra: Iterable[Traversable | Path | str] = (),
+    schemas: Iterable[str] = BUILTIN_SCHEMAS,
+    size_policies: Iterable[str] = BUILTIN_SIZE_POLICIES,
 ) -> RuleSet:
     """Assemble the rule set of ``target`` from built-in and extra rule files.
+
+    ``schemas`` and ``size_policies`` are the names rule files may use (the registered ones).
 
     Raises:
         RuleError: a file is unreadable or wrong, or declarations disagree across files.
@@ -128,10 +136,10 @@ def load_rule_set(
     for node in builtin_rule_files():
         stem = node.name[: -len(".rules")]
         if stem in target.rule_sets:
-            chosen.append(_read(node))
+            chosen.append(_read(node, schemas, size_policies))
     known_sets = {rf.rule_set for rf in chosen}
     missing = [s for s in target.rule_sets if s not in known_sets]
-    chosen.extend(_read(node) for node in _expand_paths(extra))
+    chosen.extend(_read(node, schemas, size_policies) for node in _expand_paths(extra))
     if missing and not any(rf.rule_set in missing for rf in chosen):
         raise RuleError(
             f"target {target.name!r} enables rule set(s) {', '.join(missing)} "

@@ -27,7 +27,7 @@ from morello.impl import Impl
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import LoopAction
 from morello.nodes.base import NodeBase
-from morello.rules.rewrites import tile_tensor
+from morello.rules.schemas import tile_tensor
 from morello.search.solve import synthesize
 from morello.spec import Spec
 

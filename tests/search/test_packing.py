@@ -15,7 +15,7 @@ import pytest
 from morello.context import SynthesisContext
 from morello.layout import row_major
 from morello.nodes import MoveAction
-from morello.rules.rewrites import tile_tensor
+from morello.rules.schemas import tile_tensor
 from morello.search.expand import spec_actions
 from morello.spec import Spec, TensorSpec, cache_ways
 from morello.target import MemoryLevel, Target

@@ -114,7 +114,8 @@ def test_plugins_misspelled_hook_fails_check_pending_naming_plugin() -> None:
 
     assert str(info.value) == (
         "morello: error: plugin 'typo_plugin' implements unknown hook 'morello_target' "
-        "(known hooks: morello_cost_coefficients, morello_rule_paths, morello_targets)"
+        "(known hooks: morello_cost_coefficients, morello_rewrite_schemas, morello_rule_paths, "
+        "morello_size_policies, morello_targets)"
     )
 
 

@@ -1,0 +1,292 @@
+"""The built-in rewrite schemas and size policies, registered like any plugin's.
+
+A schema turns a Spec into the actions one ``rewrite <schema> for <ops> ...`` line of a
+rule file offers. Built in: ``tile_out`` (loop over an output index), ``split`` (loop over a
+reduction index of an accumulating Spec) and ``move`` (bring an operand into a faster level,
+possibly with a new layout). A size policy names the loop steps a tiling schema offers for an
+extent: ``pow2`` (1, 2, 4, ...), ``pow2_3`` (those and 3 * 2^k) and ``all``. Both kinds are
+found through the ``morello_rewrite_schemas`` and ``morello_size_policies`` hooks; this
+module implements them for the built-ins and is registered by ``plugins.Plugins`` before any
+entry point, so a plugin adds a schema exactly as these are added. Every action makes
+progress: a smaller tile, a smaller memory limit, or a different op, so the Spec graph is
+acyclic. Knows no op by name: ops are looked up in the rule set.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+from morello.dtypes import dtype
+from morello.hookspecs import hookimpl
+from morello.layout import Layout, layout_by_name
+from morello.nodes import LoopAction, MoveAction
+from morello.spec import Spec, TensorSpec, cache_ways, memory_units, subtract_limits
+from morello.target import Target
+
+if TYPE_CHECKING:
+    from morello.context import SynthesisContext
+    from morello.impl import Action
+    from morello.rules.rewrites import SchemaRule
+
+#: A size policy: the loop steps offered for an extent (each below it), in increasing order.
+SizePolicy = Callable[[int], Sequence[int]]
+
+
+class Schema(Protocol):
+    """A rewrite schema: the actions a rule line naming it offers for a Spec."""
+
+    name: str
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """Every action ``rule`` (whose op patterns matched) offers for ``spec``, in order."""
+        ...
+
+
+# ---- size policies ------------------------------------------------------------------------
+
+
+def pow2(extent: int) -> list[int]:
+    """1, 2, 4, ... below ``extent``."""
+    out, s = [], 1
+    while s < extent:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def pow2_3(extent: int) -> list[int]:
+    """1, 2, 3, 4, 6, 8, 12, ...: powers of two and three times them, below ``extent``."""
+    out, s = [], 1
+    while s < extent:
+        out.append(s)
+        if s > 1 and 3 * s // 2 < extent:
+            out.append(3 * s // 2)
+        s *= 2
+    return out
+
+
+def every_size(extent: int) -> list[int]:
+    """Every size from 1 below ``extent``."""
+    return list(range(1, extent))
+
+
+BUILTIN_SIZE_POLICIES: Mapping[str, SizePolicy] = {
+    "pow2": pow2,
+    "pow2_3": pow2_3,
+    "all": every_size,
+}
+
+
+# ---- schemas ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TileOut:
+    """Loop over one output index in steps its rule's size policy gives (a tail if needed)."""
+
+    name: str = "tile_out"
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A loop per output index and step."""
+        for var in ctx.ruleset.ops[spec.op].output.indices:
+            yield from _loops(self.name, spec, ctx, var, rule.sizes)
+
+
+@attrs.frozen
+class Split:
+    """Loop over one reduction index of an accumulating Spec."""
+
+    name: str = "split"
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A loop per reduction index and step, for accumulating Specs only."""
+        if spec.accum:
+            for var in ctx.ruleset.ops[spec.op].reduction_vars:
+                yield from _loops(self.name, spec, ctx, var, rule.sizes)
+
+
+@attrs.frozen
+class Move:
+    """Bring an operand into a level the target allows, in a layout the rule allows."""
+
+    name: str = "move"
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A move per operand, destination level, layout and vector size."""
+        yield from _moves(rule, spec, ctx)
+
+
+BUILTIN_SCHEMAS: Mapping[str, Schema] = {s.name: s for s in (TileOut(), Split(), Move())}
+
+
+@hookimpl
+def morello_rewrite_schemas() -> list[Schema]:
+    """The built-in schemas: tile_out, split, move."""
+    return list(BUILTIN_SCHEMAS.values())
+
+
+@hookimpl
+def morello_size_policies() -> Mapping[str, SizePolicy]:
+    """The built-in size policies: pow2, pow2_3, all."""
+    return BUILTIN_SIZE_POLICIES
+
+
+# ---- how the built-ins tile and move ------------------------------------------------------
+
+
+def _retile(spec: Spec, ctx: SynthesisContext, var: str, size: int) -> Spec | None:
+    """``spec`` with index ``var`` shrunk to ``size``; None if an operand can't be tiled so."""
+    opdef = ctx.ruleset.ops[spec.op]
+    operands = list(spec.operands)
+    for i, d in opdef.operands_using(var):
+        new = tile_tensor(operands[i], d, size)
+        if new is None:
+            return None
+        operands[i] = new
+    return spec.with_operands(operands)
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
+    """``ts`` with dim ``dim`` shrunk to ``size``; None if its layout or vector size forbid it.
+
+    Memoized (TensorSpecs are immutable) so that equal tiles are the same object, which makes
+    the dictionary lookups of the search cheap.
+    """
+    shape = list(ts.shape)
+    shape[dim] = size
+    layout = ts.layout.tile(ts.shape, shape)
+    if layout is None:
+        return None
+    new = TensorSpec(tuple(shape), ts.dtype, ts.level, layout, ts.vector_size)
+    if new.vector_size and new.volume % new.vector_size:
+        return None
+    return new
+
+
+def _loops(
+    rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str
+) -> Iterator[LoopAction]:
+    opdef = ctx.ruleset.ops[spec.op]
+    i, d = opdef.operands_using(var)[0]
+    extent = spec.operands[i].shape[d]
+    for size in ctx.size_policies[policy](extent):
+        body = _retile(spec, ctx, var, size)
+        if body is None:
+            continue
+        tail = None
+        if extent % size:
+            tail = _retile(spec, ctx, var, extent % size)
+            if tail is None:
+                continue
+        yield LoopAction(rule, var, size, extent // size, body, tail)
+
+
+def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[MoveAction]:
+    target = ctx.target
+    last = len(spec.operands) - 1
+    for idx, ts in enumerate(spec.operands):
+        copy_op = ctx.ruleset.copy_op(len(ts.shape))
+        if copy_op is None:
+            continue
+        src_level = target.level(ts.level)
+        elem = ctx.dtype(ts.dtype).size
+        reads = idx != last or spec.accum
+        writes = idx == last
+        for dest_name in src_level.moves_to:
+            dest_level = target.level(dest_name)
+            level_idx = target.level_index(dest_name)
+            for layout_name, dest in _destinations(rule, ts, dest_level.name, ctx):
+                if dest == ts:
+                    continue
+                # A named layout at a cache level is a packed buffer there: a copy-in, so
+                # only of operands the Spec reads and does not write.
+                new_buffer = dest_level.addressed or layout_name is not None
+                if new_buffer and not dest_level.addressed and writes:
+                    continue
+                if not new_buffer and cache_ways(dest, dest_level, elem) > dest_level.ways:
+                    continue
+                units = memory_units(dest, dest_level, elem)
+                limits = subtract_limits(target, spec.limits, level_idx, units)
+                if limits is None:
+                    continue
+                operands = list(spec.operands)
+                operands[idx] = dest
+                body = Spec(spec.op, tuple(operands), spec.accum, limits, spec.serial)
+                prologue = epilogue = None
+                if new_buffer and reads:
+                    prologue = Spec(copy_op, (ts, dest), False, limits, spec.serial)
+                if new_buffer and writes:
+                    epilogue = Spec(copy_op, (dest, ts), False, limits, spec.serial)
+                yield MoveAction(
+                    rule.name, idx, dest, layout_name, new_buffer, prologue, body, epilogue
+                )
+
+
+def _destinations(
+    rule: SchemaRule, ts: TensorSpec, level: str, ctx: SynthesisContext
+) -> tuple[tuple[str | None, TensorSpec], ...]:
+    """Candidate (layout name, TensorSpec) for ``ts`` moved into ``level``, in a fixed order.
+
+    The layout name is None for a cache, which keeps the source layout. Layout families that
+    coincide on this shape are offered once, under the first name.
+    """
+    return _destinations_for(rule.layouts, ts, level, ctx.target)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _destinations_for(
+    rule_layouts: tuple[str, ...], ts: TensorSpec, level: str, target: Target
+) -> tuple[tuple[str | None, TensorSpec], ...]:
+    lv = target.level(level)
+    if not lv.addressed:
+        # A cache holds the same bytes: same layout, same contiguity.
+        cached = attrs.evolve(ts, level=level, vector_size=None)
+        # Or a packed copy: a new, contiguous buffer in one of the layouts the level packs
+        # into (and the rule allows). A copy the body could not tell from the cached view
+        # (same layout, same contiguity) is left out: it would cost a copy, change nothing.
+        names = tuple(n for n in lv.packs if rule_layouts == ("*",) or n in rule_layouts)
+        packed = tuple(
+            (name, dest)
+            for name, dest in _buffers_for(names, ts, level, target)
+            if dest.layout != cached.layout
+        )
+        return ((None, cached), *packed)
+    names = target.layouts if rule_layouts == ("*",) else rule_layouts
+    return _buffers_for(names, ts, level, target)
+
+
+def _buffers_for(
+    names: tuple[str, ...], ts: TensorSpec, level: str, target: Target
+) -> tuple[tuple[str | None, TensorSpec], ...]:
+    """New buffers for ``ts`` at ``level``: one per distinct layout of ``names`` and vector size."""
+    lv = target.level(level)
+    rank = len(ts.shape)
+    if lv.counts_registers and not lv.vector_bytes:
+        # Scalar registers are separate variables: layout means nothing there.
+        names = names[:1]
+    layouts: list[tuple[str, Layout]] = []
+    for name in names:
+        lay = layout_by_name(name, rank)
+        canon = None if lay is None else lay.canonical(ts.shape)
+        if canon is not None and all(canon != have for _, have in layouts):
+            layouts.append((name, canon))
+    vector_sizes: list[int | None] = [None]
+    if lv.vector_bytes:
+        elem = dtype(ts.dtype).size
+        vector_sizes = [
+            vb // elem
+            for vb in lv.vector_bytes
+            if vb % elem == 0
+            and ts.volume % (vb // elem) == 0
+            and target.vector_type(ts.dtype, vb // elem) is not None
+        ]
+    out: list[tuple[str | None, TensorSpec]] = []
+    for name, layout in layouts:
+        for vs in vector_sizes:
+            out.append((name, TensorSpec(ts.shape, ts.dtype, level, layout, vs)))
+    return tuple(out)
