@@ -59,10 +59,19 @@ def default_db_path(target_name: str) -> Path:
     return Path(base) / "morello" / f"{target_name}-v{FORMAT_VERSION}.sqlite3"
 
 
+#: Raised whenever the actions the engine offers change meaning for the same rules (so that
+#: answers found before are not reused): 2 = vector-register tiles must be whole registers.
+SEARCH_REVISION: Final = 2
+
+
 def fingerprint(ctx: SynthesisContext) -> str:
-    """Namespace of a context: changes whenever rules, target or coefficients change."""
+    """Namespace of a context: changes whenever rules, schemas, target or coefficients do."""
     h = hashlib.sha256()
-    h.update(f"morello {__version__} format {FORMAT_VERSION}\n".encode())
+    h.update(f"morello {__version__} format {FORMAT_VERSION} search {SEARCH_REVISION}\n".encode())
+    for name, schema in sorted(ctx.schemas.items()):
+        h.update(f"schema {name} {type(schema).__module__}.{type(schema).__qualname__}\n".encode())
+    for name in sorted(ctx.size_policies):
+        h.update(f"sizes {name}\n".encode())
     h.update(repr(ctx.target).encode())
     h.update(repr(ctx.coefficients).encode())
     for path in ctx.ruleset.files:

@@ -240,21 +240,41 @@ class _Builder:
             params = tuple(str(t) for t in ch[idx].children)  # type: ignore[union-attr]
             idx += 1
         output = str(ch[idx])
-        known = (*params, output)
+        pattern = (*params, output)
+        known = list(pattern)
+        temps: dict[str, lark.Token] = {}  # temporary -> where it is assigned
+        used: set[str] = set()
         stages = []
         for st in ch[idx + 1 :]:
             assert isinstance(st, lark.Tree)
             target, assign, sop, *rest = st.children
             arg_toks = list(rest[0].children) if rest else []  # type: ignore[union-attr]
-            for tok in (target, *arg_toks):
+            for tok in arg_toks:
                 if str(tok) not in known:
                     raise RuleError(
                         f"rewrite {name}: unknown tensor {str(tok)!r} "
-                        f"(the pattern names {', '.join(known)})",
+                        f"(the pattern names {', '.join(pattern)})",
                         self.loc(tok),
                     )
+                used.add(str(tok))
+            if str(target) not in known:
+                # A new name assigned with `=` is a temporary the later stages read.
+                if str(assign) == "+=":
+                    raise RuleError(
+                        f"rewrite {name}: unknown tensor {str(target)!r} "
+                        f"(the pattern names {', '.join(pattern)})",
+                        self.loc(target),
+                    )
+                known.append(str(target))
+                temps[str(target)] = target  # type: ignore[assignment]
             args = tuple(str(t) for t in arg_toks)
             stages.append(Stage(str(target), str(assign) == "+=", str(sop), args))
+        for temp, tok in temps.items():
+            if temp not in used:
+                raise RuleError(
+                    f"rewrite {name}: temporary {temp!r} is assigned but never read",
+                    self.loc(tok),
+                )
         self.rules.append(DecomposeRule(name, op, params, output, tuple(stages), self.loc(item)))
 
     # ---- kernels -------------------------------------------------------------------------

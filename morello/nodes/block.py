@@ -1,6 +1,12 @@
-"""A block: sub-Specs run in sequence, each over some of the parent's operands.
+"""A block: sub-Specs run in sequence, each over some of the parent's operands and the
+block's temporaries.
 
-Cost: the sum of the stages. C: each stage in order, over the views its operand map picks.
+A temporary is a new buffer the block declares for its whole length (a decomposition's
+intermediate, e.g. ``t = matmul(a, b); c = move(t)``), at a level, layout and vector size
+the search chose. Cost: the sum of the stages (their kernels pay for every access, as with a
+move's copies). Peak memory: the stages' most, plus the temporaries, rounded as limits are.
+C: the temporaries' declarations, then each stage in order over the views its operand map
+picks (the parent's operands first, then the temporaries).
 """
 
 from __future__ import annotations
@@ -10,22 +16,28 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from morello.nodes.base import NodeBase
-from morello.spec import Spec
+from morello.codegen.c import Lin, View, on_heap
+from morello.nodes.base import NodeBase, max_peaks
+from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
 if TYPE_CHECKING:
-    from morello.codegen.c import Emitter, View
+    from morello.codegen.c import Emitter
     from morello.context import SynthesisContext
     from morello.impl import Impl
 
 
 @attrs.frozen
 class BlockAction(NodeBase):
-    """Sub-Specs run in sequence; ``operand_maps[i]`` picks each stage's operands."""
+    """Sub-Specs run in sequence; ``operand_maps[i]`` picks each stage's operands.
+
+    Indices below the parent's operand count name its operands; the rest name
+    ``temporaries`` in order, each a (layout family name, TensorSpec) pair.
+    """
 
     rule: str
     stages: tuple[Spec, ...]
     operand_maps: tuple[tuple[int, ...], ...]
+    temporaries: tuple[tuple[str | None, TensorSpec], ...] = ()
 
     @property
     def children(self) -> tuple[Spec, ...]:
@@ -34,17 +46,44 @@ class BlockAction(NodeBase):
 
     def describe(self) -> str:
         """One-line description."""
-        return f"{self.rule}: block of {len(self.stages)}"
+        temps = "".join(f", temporary {ts.describe()}" for _, ts in self.temporaries)
+        return f"{self.rule}: block of {len(self.stages)}{temps}"
 
     def decision(self) -> tuple[Any, ...]:
-        """The same decomposition at any Spec: its rule."""
-        return ("block", self.rule)
+        """The same decomposition at any Spec: its rule, and where each temporary lives."""
+        if not self.temporaries:
+            return ("block", self.rule)
+        places = tuple((ts.level, name, ts.vector_size or 0) for name, ts in self.temporaries)
+        return ("block", self.rule, places)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """The stages' costs added up."""
         return sum(child_costs)
 
+    def peaks(
+        self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
+    ) -> tuple[int, ...]:
+        """The stages' most, plus each temporary (rounded as a move's destination is)."""
+        peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
+        for _, ts in reversed(self.temporaries):
+            idx = ctx.target.level_index(ts.level)
+            units = memory_units(ts, ctx.target.levels[idx], ctx.dtype(ts.dtype).size)
+            peak[idx] = snap_up(peak[idx] + units)
+        return tuple(peak)
+
+    def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
+        """``<stdlib.h>`` for a temporary too large for the stack."""
+        for _, ts in self.temporaries:
+            if not ctx.target.level(ts.level).counts_registers and on_heap(ts, ctx):
+                return ("<stdlib.h>",)
+        return ()
+
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
-        """Each stage in order."""
+        """Declare the temporaries, then each stage in order."""
+        bufs = [em.declare(ts) for _, ts in self.temporaries]
+        everything = [*views, *(View(b, tuple(Lin() for _ in b.shape)) for b in bufs)]
         for child, idxs in zip(impl.children, self.operand_maps, strict=True):
-            em.node(child, [views[i] for i in idxs])
+            em.node(child, [everything[i] for i in idxs])
+        for (_, ts), buf in zip(self.temporaries, bufs, strict=True):
+            if buf.kind == "memory" and on_heap(ts, em.ctx):
+                em.emit(f"free({buf.name});")

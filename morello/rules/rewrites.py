@@ -9,7 +9,8 @@ rule set.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -17,7 +18,8 @@ import attrs
 from morello.errors import SourceLocation
 from morello.impl import Action
 from morello.nodes import BlockAction
-from morello.spec import Spec, TensorSpec
+from morello.rules.schemas import temp_buffers
+from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -71,7 +73,15 @@ class Stage:
 
 @attrs.frozen
 class DecomposeRule:
-    """``rewrite name: op(params) -> out => { stages }``."""
+    """``rewrite name: op(params) -> out => { stages }``.
+
+    A stage may assign a name that is not in the pattern: a *temporary*, which later stages
+    read. Its shape follows from the stage's op and the operands already known, its dtype is
+    the pattern output's, and the search picks where it lives as it does for a move: every
+    addressed level of the target, in each layout and vector size a new buffer there may
+    have. The block then holds the temporaries for its whole length (lowering the limits of
+    every stage).
+    """
 
     name: str
     op: str
@@ -80,22 +90,82 @@ class DecomposeRule:
     stages: tuple[Stage, ...] = attrs.field(converter=tuple)
     loc: SourceLocation | None = attrs.field(default=None, eq=False)
 
+    @property
+    def temporaries(self) -> tuple[str, ...]:
+        """Names the stages assign that the pattern does not name, in order of assignment."""
+        known = {*self.params, self.output}
+        out: list[str] = []
+        for st in self.stages:
+            if st.target not in known and st.target not in out:
+                out.append(st.target)
+        return tuple(out)
+
     def actions(self, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
-        """The block of stages, if ``spec`` is a non-accumulating application of ``op``."""
+        """A block of the stages per placement of the temporaries, for a non-accumulating
+        application of ``op``; stages that would repeat ``spec`` itself are not offered."""
         if spec.op != self.op or spec.accum:
             return
-        names = (*self.params, self.output)
-        stages: list[Spec] = []
-        maps: list[tuple[int, ...]] = []
+        shapes = self._temp_shapes(spec, ctx)
+        if shapes is None:
+            return
+        names = (*self.params, self.output, *self.temporaries)
+        choices = [
+            temp_buffers(TensorSpec(shape, spec.output.dtype, spec.output.level,
+                                    spec.output.layout), ctx)
+            for shape in shapes
+        ]  # fmt: skip
+        for placed in itertools.product(*choices):
+            limits: tuple[int, ...] | None = spec.limits
+            for _, ts in placed:
+                idx = ctx.target.level_index(ts.level)
+                units = memory_units(ts, ctx.target.levels[idx], ctx.dtype(ts.dtype).size)
+                limits = subtract_limits(ctx.target, limits, idx, units)
+                if limits is None:
+                    break
+            if limits is None:
+                continue
+            tensors = (*spec.operands, *(ts for _, ts in placed))
+            stages: list[Spec] = []
+            maps: list[tuple[int, ...]] = []
+            for st in self.stages:
+                idxs = tuple(names.index(n) for n in (*st.args, st.target))
+                operands = tuple(tensors[i] for i in idxs)
+                stages.append(Spec(st.op, operands, st.accum, limits, spec.serial))
+                maps.append(idxs)
+            if any(_same_goal(stage, spec) for stage in stages):
+                continue
+            yield BlockAction(self.name, tuple(stages), tuple(maps), tuple(placed))
+
+    def _temp_shapes(self, spec: Spec, ctx: SynthesisContext) -> list[tuple[int, ...]] | None:
+        """Each temporary's shape (from the stage assigning it), or None if one is unbound
+        or the operands' shapes disagree with a stage's op."""
+        shapes: dict[str, tuple[int, ...]] = dict(
+            zip((*self.params, self.output), (t.shape for t in spec.operands), strict=True)
+        )
         for st in self.stages:
-            idxs = tuple(names.index(n) for n in (*st.args, st.target))
-            operands: Sequence[TensorSpec] = [spec.operands[i] for i in idxs]
             stage_def = ctx.ruleset.ops[st.op]
-            if not isinstance(stage_def.sizes([t.shape for t in operands]), dict):
-                return
-            stages.append(Spec(st.op, tuple(operands), st.accum, spec.limits, spec.serial))
-            maps.append(idxs)
-        yield BlockAction(self.name, tuple(stages), tuple(maps))
+            ins = [shapes.get(a) for a in st.args]
+            if any(s is None for s in ins):
+                return None
+            sizes: dict[str, int] = {}
+            for acc, shape in zip(stage_def.inputs, ins, strict=True):
+                assert shape is not None
+                for ix, n in zip(acc.indices, shape, strict=True):
+                    if sizes.setdefault(ix, n) != n:
+                        return None
+            if st.target not in shapes:
+                if any(ix not in sizes for ix in stage_def.output.indices):
+                    return None
+                shapes[st.target] = stage_def.operand_shape(len(stage_def.inputs), sizes)
+            elif not isinstance(
+                stage_def.sizes([*(s for s in ins if s is not None), shapes[st.target]]), dict
+            ):
+                return None
+        return [shapes[t] for t in self.temporaries]
+
+
+def _same_goal(a: Spec, b: Spec) -> bool:
+    return a.op == b.op and a.operands == b.operands and a.accum == b.accum
 
 
 Rule = SchemaRule | DecomposeRule

@@ -152,7 +152,8 @@ def _retile(spec: Spec, ctx: SynthesisContext, var: str, size: int) -> Spec | No
 
 @functools.lru_cache(maxsize=1 << 18)
 def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
-    """``ts`` with dim ``dim`` shrunk to ``size``; None if its layout or vector size forbid it.
+    """``ts`` with dim ``dim`` shrunk to ``size``; None if its layout or vector size forbid it
+    (a vector-register tile must be whole registers).
 
     Memoized (TensorSpecs are immutable) so that equal tiles are the same object, which makes
     the dictionary lookups of the search cheap.
@@ -163,7 +164,10 @@ def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
     if layout is None:
         return None
     new = TensorSpec(tuple(shape), ts.dtype, ts.level, layout, ts.vector_size)
-    if new.vector_size and new.volume % new.vector_size:
+    # A tile of vector registers is whole registers: each of its contiguous runs a multiple
+    # of the vector size (a row of a column-major register tile is not).
+    vs = new.vector_size
+    if vs and (new.volume % vs or (new.volume // layout.runs(shape)) % vs):
         return None
     return new
 
@@ -289,4 +293,16 @@ def _buffers_for(
     for name, layout in layouts:
         for vs in vector_sizes:
             out.append((name, TensorSpec(ts.shape, ts.dtype, level, layout, vs)))
+    return tuple(out)
+
+
+def temp_buffers(
+    ts: TensorSpec, ctx: SynthesisContext
+) -> tuple[tuple[str | None, TensorSpec], ...]:
+    """Where a new temporary shaped like ``ts`` may live: every addressed level of the
+    target, in each of its layouts and vector sizes (as a move's new buffers)."""
+    out: list[tuple[str | None, TensorSpec]] = []
+    for lv in ctx.target.levels:
+        if lv.addressed:
+            out.extend(_buffers_for(ctx.target.layouts, ts, lv.name, ctx.target))
     return tuple(out)
