@@ -8,7 +8,6 @@ layouts, so any layout is handled the same way.
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -116,6 +115,10 @@ def reference(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
 def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext) -> np.ndarray:
     """Per-element error bound: ``(n + 2) * u * reference(|inputs|)`` plus a tiny floor.
 
+    For a graph, ``n`` sums its statements' reduction lengths, plus two for each statement
+    after the first (each rounds its result once more), and the magnitude is the graph
+    evaluated on the inputs' absolute values.
+
     ``n`` is the reduction length and ``u`` the unit roundoff of the output dtype; this is the
     classic bound for recursive summation of products (fused multiply-adds only tighten it),
     applied to the same expression over absolute values.
@@ -129,7 +132,7 @@ def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
     spec = program.spec
     sizes = opdef.sizes([t.shape for t in spec.operands])
     assert isinstance(sizes, dict)
-    n = math.prod(sizes[v] for v in opdef.reduction_vars)
+    n = opdef.rounding_steps(sizes)
     u = ctx.dtype(spec.output.dtype).unit_roundoff
     args = [np.abs(inputs[name]).astype(np.float64) for name in program.operand_params[:-1]]
     magnitude = np.abs(opdef.reference(args, np.zeros(spec.output.shape)))

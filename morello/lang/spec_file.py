@@ -19,6 +19,7 @@ from morello.errors import SourceLocation, SpecError, SpecSyntaxError
 from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import TensorType, tensor_type
 from morello.layout import LAYOUT_FAMILIES, PARAMETRIC_FAMILIES, Layout, layout_by_name
+from morello.rules.graph import GraphOp, Statement, canonical
 from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
@@ -195,18 +196,28 @@ def build_program(func: FuncDef, ctx: SynthesisContext) -> Program:
     """
     checker = _Checker(func, ctx)
     apps = checker.check()  # the result is assigned an op application, so there is one
-    if len(apps) > 1:
-        raise SpecError(
-            f"function {func.name} applies {len(apps)} ops; synthesis of graphs of several "
-            "ops is not supported yet (write one op per function)",
-            apps[1].call.loc,
-        )
-    (app,) = apps
     limits = ctx.target.max_limits()
-    spec = Spec(app.call.op, (*app.args, app.produced), False, limits, serial=not func.parallel)
-    operand_params = (*(a.name for a in app.call.args if isinstance(a, Var)), func.result.name)
     params = tuple((p.name, checker.env[p.name]) for p in func.params)
-    return Program(func.name, spec, params, (func.result.name, checker.result), operand_params)
+    result = (func.result.name, checker.result)
+    if len(apps) == 1:
+        (app,) = apps
+        spec = Spec(app.call.op, (*app.args, app.produced), False, limits, not func.parallel)
+        operand_params = (*app.arg_names, func.result.name)
+        return Program(func.name, spec, params, result, operand_params)
+    # Several ops: one graph op over the tensors the function reads, in order of first use.
+    statements = [Statement(a.name, a.call.op, a.arg_names) for a in apps]
+    try:
+        graph = GraphOp.build(canonical(statements, func.result.name), ctx.ruleset.ops)
+    except ValueError as exc:
+        raise SpecError(f"function {func.name}: {exc}", func.loc) from None
+    graph = ctx.ruleset.ops.graph(graph)
+    targets = {a.name for a in apps}
+    inputs: list[str] = []
+    for a in apps:
+        inputs.extend(n for n in a.arg_names if n not in targets and n not in inputs)
+    operands = (*(checker.env[n] for n in inputs), checker.result)
+    spec = Spec(graph.name, operands, False, limits, not func.parallel)
+    return Program(func.name, spec, params, result, (*inputs, func.result.name))
 
 
 @attrs.frozen
@@ -216,6 +227,8 @@ class _App:
     call: Call
     args: tuple[TensorSpec, ...] = attrs.field(converter=tuple)
     produced: TensorSpec
+    arg_names: tuple[str, ...] = attrs.field(converter=tuple)
+    name: str  # the statement's target, or a made-up name for a nested call
 
 
 class _Checker:
@@ -226,6 +239,8 @@ class _Checker:
         self.ctx = ctx
         self.levels = [lv.name for lv in ctx.target.levels]
         self.env: dict[str, TensorSpec] = {}
+        self.aliases: dict[str, str] = {}  # `h = x` makes h another name of x
+        self.read_names: set[str] = set()  # every name a statement reads
         self.apps: list[_App] = []
         for p in func.params:
             if p.name in self.env:
@@ -244,14 +259,22 @@ class _Checker:
             if st.target in self.env:
                 raise SpecError(f"{st.target!r} is assigned more than once", st.loc)
             is_result = st.target == self.func.result.name
-            self.env[st.target] = self.infer(st.expr, st if is_result else None)
+            self.env[st.target], name = self.infer(st.expr, st if is_result else None, st.target)
+            if name != st.target:
+                self.aliases[st.target] = name
         if self.func.result.name not in self.env:
             res = self.func.result
             raise SpecError(f"result {res.name!r} is never assigned", res.loc)
+        for st in self.func.stmts:
+            if st.target != self.func.result.name and st.target not in self.read_names:
+                raise SpecError(f"{st.target!r} is assigned but never used", st.loc)
         return self.apps
 
-    def infer(self, expr: Call | Var, stmt: Stmt | None) -> TensorSpec:
-        """The TensorSpec of ``expr``; ``stmt`` is given when it assigns the declared result."""
+    def infer(
+        self, expr: Call | Var, stmt: Stmt | None, target: str | None = None
+    ) -> tuple[TensorSpec, str]:
+        """The TensorSpec of ``expr`` and the name of the tensor it denotes; ``stmt`` is given
+        when it assigns the declared result, ``target`` is the name a statement gives it."""
         if isinstance(expr, Var):
             if expr.name not in self.env:
                 raise SpecError(
@@ -264,9 +287,11 @@ class _Checker:
                     f"found {expr.name!r}",
                     expr.loc,
                 )
-            return self.env[expr.name]
+            self.read_names.add(expr.name)
+            return self.env[expr.name], self.aliases.get(expr.name, expr.name)
         opdef = self._opdef(expr)
-        args = [self.infer(a, None) for a in expr.args]
+        inferred = [self.infer(a, None) for a in expr.args]
+        args = [ts for ts, _ in inferred]
         sizes = self._bind_sizes(expr, opdef, args)
         dtype_name = args[0].dtype if args else self.result.dtype
         if stmt is not None:
@@ -282,8 +307,9 @@ class _Checker:
                 )
             shape = tuple(sizes[ix] for ix in opdef.output.indices)
             produced = TensorSpec(shape, dtype_name, self.levels[0], _row_major(shape))
-        self.apps.append(_App(expr, tuple(args), produced))
-        return produced
+        name = target if target is not None else f"%{len(self.apps)}"
+        self.apps.append(_App(expr, tuple(args), produced, tuple(n for _, n in inferred), name))
+        return produced, name
 
     def _opdef(self, call: Call) -> OpDef:
         ops = self.ctx.ruleset.ops

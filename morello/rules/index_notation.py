@@ -136,6 +136,15 @@ class OpDef:
             and self.inputs[0].indices == self.output.indices
         )
 
+    @property
+    def tileable_vars(self) -> tuple[str, ...]:
+        """Output indices ``tile_out`` may loop over: all of them (graphs restrict this)."""
+        return self.output.indices
+
+    def rounding_steps(self, sizes: Mapping[str, int]) -> int:
+        """Roundings an output element collects: the reduction length (1 without one)."""
+        return math.prod(sizes[v] for v in self.reduction_vars)
+
     def rank(self, operand: int) -> int:
         """Rank of operand number ``operand``."""
         return len(self.operands[operand].indices)

@@ -18,6 +18,7 @@ import attrs
 from morello.errors import SourceLocation
 from morello.impl import Action
 from morello.nodes import BlockAction
+from morello.rules.graph import GRAPH_PATTERN, is_graph
 from morello.rules.schemas import temp_buffers
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class OpPattern:
-    """``matmul``, ``accum matmul``, ``*`` or ``accum *``."""
+    """``matmul``, ``accum matmul``, ``*``, ``accum *``, or ``graph`` (any graph of ops)."""
 
     op: str
     accum_only: bool = False
@@ -36,6 +37,8 @@ class OpPattern:
         """Whether a Spec's op (and accumulation) fits."""
         if self.accum_only and not spec.accum:
             return False
+        if self.op == GRAPH_PATTERN:
+            return is_graph(spec.op)
         return self.op == "*" or self.op == spec.op
 
 

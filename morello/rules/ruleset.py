@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -20,6 +20,7 @@ from morello.errors import RuleError
 from morello.lang._lark import read_source
 from morello.lang.rule_file import RuleFile, parse_rule_file
 from morello.layout import layout_by_name
+from morello.rules.graph import GRAPH_PATTERN, GraphOp, parse_graph_name
 from morello.rules.index_notation import OpDef
 from morello.rules.kernels import Kernel
 from morello.rules.rewrites import DecomposeRule, Rule, SchemaRule
@@ -70,11 +71,47 @@ def _read(
     return parse_rule_file(str(node), text, schemas, size_policies)
 
 
+class OpTable(Mapping[str, "OpDef | GraphOp"]):
+    """The declared ops by name, and graph ops by their canonical text, built on demand.
+
+    Iterating yields the declared ops only (the graphs are unbounded in number).
+    """
+
+    def __init__(self, declared: Mapping[str, OpDef]) -> None:
+        self._declared = dict(declared)
+        self._graphs: dict[str, GraphOp] = {}
+
+    def __getitem__(self, name: str) -> OpDef | GraphOp:
+        got = self._declared.get(name)
+        if got is not None:
+            return got
+        graph = self._graphs.get(name)
+        if graph is None:
+            statements = parse_graph_name(name)
+            if statements is None:
+                raise KeyError(name)
+            graph = self._graphs[name] = GraphOp.build(statements, self._declared)
+        return graph
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._declared
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._declared)
+
+    def __len__(self) -> int:
+        return len(self._declared)
+
+    def graph(self, graph: GraphOp) -> GraphOp:
+        """Remember ``graph`` under its name (the one a Spec of it carries) and return it."""
+        return self._graphs.setdefault(graph.name, graph)
+
+
 @attrs.frozen(slots=False)
 class RuleSet:
     """What one target enables: ops by name, rewrite rules and kernels in file order."""
 
-    ops: Mapping[str, OpDef]
+    ops: OpTable
     rules: tuple[Rule, ...]
     kernels: tuple[Kernel, ...]
     files: tuple[str, ...]
@@ -160,7 +197,7 @@ def load_rule_set(
         rules.extend(rf.rules)
         kernels.extend(rf.kernels)
     _check(target, coefficients, ops, rules, kernels)
-    return RuleSet(ops, tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
+    return RuleSet(OpTable(ops), tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
 
 
 def _check(
@@ -223,7 +260,7 @@ def _check(
     for r in rules:
         if isinstance(r, SchemaRule):
             for p in r.patterns:
-                if p.op != "*" and p.op not in ops:
+                if p.op not in ("*", GRAPH_PATTERN) and p.op not in ops:
                     raise RuleError(f"rewrite {r.name}: unknown op {p.op!r}", r.loc)
         elif isinstance(r, DecomposeRule):
             for op in (r.op, *(s.op for s in r.stages)):

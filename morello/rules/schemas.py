@@ -2,14 +2,15 @@
 
 A schema turns a Spec into the actions one ``rewrite <schema> for <ops> ...`` line of a
 rule file offers. Built in: ``tile_out`` (loop over an output index), ``split`` (loop over a
-reduction index of an accumulating Spec) and ``move`` (bring an operand into a faster level,
-possibly with a new layout). A size policy names the loop steps a tiling schema offers for an
-extent: ``pow2`` (1, 2, 4, ...), ``pow2_3`` (those and 3 * 2^k) and ``all``. Both kinds are
-found through the ``morello_rewrite_schemas`` and ``morello_size_policies`` hooks; this
-module implements them for the built-ins and is registered by ``plugins.Plugins`` before any
-entry point, so a plugin adds a schema exactly as these are added. Every action makes
-progress: a smaller tile, a smaller memory limit, or a different op, so the Spec graph is
-acyclic. Knows no op by name: ops are looked up in the rule set.
+reduction index of an accumulating Spec), ``move`` (bring an operand into a faster level,
+possibly with a new layout) and ``pipeline`` (compute a graph's first statement into a
+temporary, then the rest of the graph). A size policy names the loop steps a tiling schema
+offers for an extent: ``pow2`` (1, 2, 4, ...), ``pow2_3`` (those and 3 * 2^k) and ``all``.
+Both kinds are found through the ``morello_rewrite_schemas`` and ``morello_size_policies``
+hooks; this module implements them for the built-ins and is registered by
+``plugins.Plugins`` before any entry point, so a plugin adds a schema exactly as these are.
+Every action makes progress: a smaller tile, a smaller memory limit, or a different op (or
+fewer statements), so the Spec graph is acyclic. Knows no op by name.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import attrs
 from morello.dtypes import dtype
 from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
-from morello.nodes import LoopAction, MoveAction
+from morello.nodes import BlockAction, LoopAction, MoveAction
+from morello.rules.graph import GraphOp
 from morello.spec import Spec, TensorSpec, cache_ways, memory_units, subtract_limits
 from morello.target import Target
 
@@ -91,8 +93,8 @@ class TileOut:
     name: str = "tile_out"
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
-        """A loop per output index and step."""
-        for var in ctx.ruleset.ops[spec.op].output.indices:
+        """A loop per tileable output index and step."""
+        for var in ctx.ruleset.ops[spec.op].tileable_vars:
             yield from _loops(self.name, spec, ctx, var, rule.sizes)
 
 
@@ -120,12 +122,54 @@ class Move:
         yield from _moves(rule, spec, ctx)
 
 
-BUILTIN_SCHEMAS: Mapping[str, Schema] = {s.name: s for s in (TileOut(), Split(), Move())}
+@attrs.frozen
+class Pipeline:
+    """Peel a graph's first statement into a temporary, then run the rest of the graph.
+
+    The temporary is placed as a move's new buffer would be (every addressed level, layout
+    and vector size; ``temp_buffers``) and the block holds it for both stages.
+    """
+
+    name: str = "pipeline"
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A block per placement of the first statement's output."""
+        graph = ctx.ruleset.ops[spec.op]
+        if not isinstance(graph, GraphOp) or spec.accum:
+            return
+        first, rest, rest_tensors = graph.peel()
+        sizes = graph.sizes([t.shape for t in spec.operands])
+        assert isinstance(sizes, dict)
+        shape = graph.tensor_shape(first.target, sizes)
+        out = spec.output
+        index = {name: i for i, name in enumerate(graph.tensor_names)}
+        temp_index = len(spec.operands)
+        first_map = (*(index[a] for a in first.args), temp_index)
+        rest_map = tuple(index.get(t, temp_index) for t in rest_tensors)
+        rest_op = graph.statements[-1].op if rest is None else ctx.ruleset.ops.graph(rest).name
+        base = TensorSpec(shape, out.dtype, out.level, out.layout)
+        for layout_name, temp in temp_buffers(base, ctx):
+            idx = ctx.target.level_index(temp.level)
+            units = memory_units(temp, ctx.target.levels[idx], ctx.dtype(temp.dtype).size)
+            limits = subtract_limits(ctx.target, spec.limits, idx, units)
+            if limits is None:
+                continue
+            tensors = (*spec.operands, temp)
+            stages = (
+                Spec(first.op, tuple(tensors[i] for i in first_map), False, limits, spec.serial),
+                Spec(rest_op, tuple(tensors[i] for i in rest_map), False, limits, spec.serial),
+            )
+            yield BlockAction(self.name, stages, (first_map, rest_map), ((layout_name, temp),))
+
+
+BUILTIN_SCHEMAS: Mapping[str, Schema] = {
+    s.name: s for s in (TileOut(), Split(), Move(), Pipeline())
+}
 
 
 @hookimpl
 def morello_rewrite_schemas() -> list[Schema]:
-    """The built-in schemas: tile_out, split, move."""
+    """The built-in schemas: tile_out, split, move, pipeline."""
     return list(BUILTIN_SCHEMAS.values())
 
 

@@ -67,17 +67,17 @@ def test_cli_unknown_op_is_located(
         (
             "func f(x: f32[2, 2], w: f32[2, 2], v: f32[2, 2]) -> y: f32[2, 2] {\n"
             "    h = matmul(x, w)\n"
+            "    g = matmul(h, v)\n"
             "    y = matmul(h, v)\n"
             "}\n",
-            "{path}:3:9: error: function f applies 2 ops; synthesis of graphs of several ops "
-            "is not supported yet (write one op per function)",
+            "{path}:3:5: error: 'g' is assigned but never used",
         ),
         (
             "func f(a: f32[2 2]) -> c: f32[2, 2] {\n    c = move(a)\n}\n",
             "{path}:1:17: error: expected one of ',' or ']', found '2'",
         ),
     ],
-    ids=["shape", "dtype", "multi-op", "syntax"],
+    ids=["shape", "dtype", "unused-statement", "syntax"],
 )
 def test_cli_bad_spec_is_located(
     tmp_path: Path,

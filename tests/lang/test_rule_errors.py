@@ -131,7 +131,7 @@ CHECK_ERRORS = [
     ),
     (
         "rewrite fuse for * sizes pow2\n",
-        "{path}:1:9: error: unknown rewrite schema 'fuse' (known: tile_out, split, move)",
+        "{path}:1:9: error: unknown rewrite schema 'fuse' (known: tile_out, split, move, pipeline)",
     ),
     (
         "rewrite tile_out for * sizes odd\n",

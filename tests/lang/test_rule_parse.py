@@ -43,8 +43,11 @@ def test_rule_parse_core_rewrites() -> None:
     assert rules[:3] == (
         SchemaRule("tile_out", (OpPattern("*"),), "pow2_3", ("*",)),
         SchemaRule("split", (OpPattern("*", accum_only=True),), "pow2", ("*",)),
-        SchemaRule("move", (OpPattern("matmul"), OpPattern("zero")), "pow2", ("*",)),
+        SchemaRule(
+            "move", (OpPattern("matmul"), OpPattern("zero"), OpPattern("graph")), "pow2", ("*",)
+        ),
     )
+    assert rules[4] == SchemaRule("pipeline", (OpPattern("graph"),), "pow2", ("*",))
     to_accum = rules[3]
     assert isinstance(to_accum, DecomposeRule)
     assert (to_accum.name, to_accum.op, to_accum.params, to_accum.output) == (

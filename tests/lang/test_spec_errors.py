@@ -141,16 +141,16 @@ CHECK_ERRORS = [
     (
         "func f(x: f32[2, 2], w: f32[2, 2], v: f32[2, 2]) -> y: f32[2, 2] {\n"
         "    h = matmul(x, w)\n"
+        "    g = matmul(x, v)\n"
         "    y = matmul(h, v)\n"
         "}\n",
-        "{path}:3:9: error: function f applies 2 ops; synthesis of graphs of several ops is not "
-        "supported yet (write one op per function)",
+        "{path}:3:5: error: 'g' is assigned but never used",
     ),
     (
-        "func f(x: f32[2, 2], w: f32[2, 2]) -> y: f32[2, 2] {\n"
-        "    y = matmul(x, matmul(x, w))\n}\n",
-        "{path}:2:9: error: function f applies 2 ops; synthesis of graphs of several ops is not "
-        "supported yet (write one op per function)",
+        "func f(x: f32[2, 3], w: f32[3, 4], v: f32[5, 2]) -> y: f32[2, 2] {\n"
+        "    y = matmul(matmul(x, w), v)\n}\n",
+        "{path}:2:30: error: shape mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: k is 4 in "
+        "matmul(...) but 5 in v",
     ),
     (
         "func f(x: f32[2, 2], w: f32[2, 2]) -> y: f32[2, 2] {\n"

@@ -1,0 +1,139 @@
+"""Functions of several statements are one graph Spec: built, tiled (fused), pipelined.
+
+Graphs here use the ops every target has (products): a chain ``y = (x w) v``, the same
+written as a nested call, and a chain of three. They are checked piece by piece (the graph
+op's index variables, which of them tiling may follow, its NumPy reference, the actions the
+rules offer), against exhaustive enumeration on tiny shapes, and end to end: synthesized,
+compiled and compared with NumPy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from morello.codegen.compile import compile_shared
+from morello.codegen.harness import check
+from morello.codegen.header import lower_to_c
+from morello.context import SynthesisContext
+from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.nodes import BlockAction, LoopAction
+from morello.rules.graph import GraphOp, is_graph
+from morello.search.exhaustive import exhaustive_search
+from morello.search.expand import spec_actions
+from morello.search.solve import synthesize
+
+
+def chain(m: int, k: int, j: int, n: int, nested: bool = False) -> str:
+    head = f"func chain(x: f32[{m}, {k}], w: f32[{k}, {j}], v: f32[{j}, {n}]) -> y: f32[{m}, {n}]"
+    if nested:
+        return head + " {\n    y = matmul(matmul(x, w), v)\n}\n"
+    return head + " {\n    h = matmul(x, w)\n    y = matmul(h, v)\n}\n"
+
+
+def chain3(m: int, k: int) -> str:
+    return (
+        f"func chain3(a: f32[{m}, {k}], b: f32[{k}, {k}], c: f32[{k}, {k}], d: f32[{k}, {k}])"
+        f" -> y: f32[{m}, {k}] {{\n"
+        "    p = matmul(a, b)\n    q = matmul(p, c)\n    y = matmul(q, d)\n}\n"
+    )
+
+
+def program(ctx: SynthesisContext, text: str) -> Program:
+    (func,) = parse_spec_file("<graph>", text).funcs
+    return build_program(func, ctx)
+
+
+def test_graph_op_is_named_by_its_structure(ctx: SynthesisContext) -> None:
+    flat = program(ctx, chain(2, 3, 4, 5))
+    nested = program(ctx, chain(2, 3, 4, 5, nested=True))
+    assert flat.spec.op == nested.spec.op == "graph:t0=matmul(i0,i1);o=matmul(t0,i2)"
+    assert flat.spec == nested.spec
+    assert flat.operand_params == ("x", "w", "v", "y")
+    assert [t.shape for t in flat.spec.operands] == [(2, 3), (3, 4), (4, 5), (2, 5)]
+
+
+def test_graph_variables_and_which_tiling_may_follow(ctx: SynthesisContext) -> None:
+    graph = ctx.ruleset.ops[program(ctx, chain(2, 3, 4, 5)).spec.op]
+    assert isinstance(graph, GraphOp)
+    assert [a.indices for a in graph.operands] == [
+        ("v0", "v2"), ("v2", "v3"), ("v3", "v1"), ("v0", "v1")
+    ]  # fmt: skip
+    # Rows and columns of y tile; the inner index of the second product is a reduction.
+    assert graph.tileable_vars == ("v0", "v1")
+    assert graph.reduction_vars == ()
+    sizes = graph.sizes([(2, 3), (3, 4), (4, 5), (2, 5)])
+    assert sizes == {"v0": 2, "v2": 3, "v3": 4, "v1": 5}
+    assert graph.tensor_shape("t0", sizes) == (2, 4)
+    assert graph.flops(sizes) == 2 * 2 * 3 * 4 + 2 * 2 * 4 * 5
+    rng = np.random.default_rng(1)
+    x, w, v = (rng.standard_normal(s) for s in [(2, 3), (3, 4), (4, 5)])
+    np.testing.assert_allclose(graph.reference([x, w, v], np.zeros((2, 5))), x @ w @ v)
+
+
+def test_graph_with_a_tensor_read_twice_does_not_tile_along_it(ctx: SynthesisContext) -> None:
+    text = (
+        "func sq(a: f32[4, 4]) -> y: f32[4, 4] {\n    h = matmul(a, a)\n    y = matmul(h, a)\n}\n"
+    )
+    graph = ctx.ruleset.ops[program(ctx, text).spec.op]
+    assert isinstance(graph, GraphOp)
+    assert graph.tileable_vars == ()
+
+
+def test_rules_offer_pipelines_and_fused_tiles(ctx: SynthesisContext) -> None:
+    spec = program(ctx, chain(2, 8, 8, 8)).spec  # h: f32[2, 8], in memory or registers
+    actions = spec_actions(spec, ctx)
+    pipes = [a for a in actions if isinstance(a, BlockAction) and a.rule == "pipeline"]
+    assert {ts.level for p in pipes for _, ts in p.temporaries} == {
+        lv.name for lv in ctx.target.levels if lv.addressed
+    }
+    first, rest = pipes[0].stages
+    assert first.op == "matmul" and rest.op == "matmul"
+    assert first.output == rest.operands[0] == pipes[0].temporaries[0][1]
+    # Tiling the graph tiles every statement at once: the body is the same graph, smaller.
+    loops = [a for a in actions if isinstance(a, LoopAction) and a.rule == "tile_out"]
+    assert {a.var for a in loops} == {"v0", "v1"}
+    body = loops[0].body
+    assert body.op == spec.op and body.operands[0].shape[0] < 2
+
+
+def test_three_statements_pipeline_into_a_graph_of_two(ctx: SynthesisContext) -> None:
+    spec = program(ctx, chain3(4, 8)).spec
+    pipe = next(
+        a for a in spec_actions(spec, ctx) if isinstance(a, BlockAction) and a.rule == "pipeline"
+    )
+    assert pipe.stages[0].op == "matmul"
+    assert pipe.stages[1].op == "graph:t0=matmul(i0,i1);o=matmul(t0,i2)"
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (1, 2, 1, 1), (2, 1, 1, 2)])
+def test_dp_equals_exhaustive_on_tiny_graphs(
+    ctx: SynthesisContext, shape: tuple[int, int, int, int]
+) -> None:
+    spec = program(ctx, chain(*shape)).spec
+    result = exhaustive_search(spec, ctx, max_trees=30_000)
+    impl, _ = synthesize(spec, ctx, {})
+    assert result.cost == impl.cost
+
+
+def test_dp_equals_exhaustive_on_a_tiny_graph_of_three(ctx: SynthesisContext) -> None:
+    spec = program(ctx, chain3(1, 1)).spec
+    result = exhaustive_search(spec, ctx, max_trees=30_000)
+    impl, _ = synthesize(spec, ctx, {})
+    assert result.cost == impl.cost
+
+
+@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.parametrize(
+    "text",
+    [chain(4, 8, 8, 8), chain(3, 5, 2, 8, nested=True), chain3(2, 8)],
+    ids=["chain", "nested-odd", "three"],
+)
+def test_graphs_compile_and_match_numpy(ctx: SynthesisContext, text: str, tmp_path: Path) -> None:
+    prog = program(ctx, text)
+    impl, _ = synthesize(prog.spec, ctx, {})
+    assert is_graph(impl.spec.op)
+    source = lower_to_c("graph", [(prog, impl)], ctx)
+    check(compile_shared(source.c_text, ctx.target, tmp_path), prog, ctx)  # raises if wrong
