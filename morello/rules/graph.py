@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
-from morello.rules.index_notation import Access, OpDef
+from morello.rules.index_notation import Access, IndexedOperands, OpDef
 
 #: Prefix of graph op names.
 GRAPH_PREFIX = "graph:"
@@ -118,7 +118,7 @@ class _Classes:
 
 
 @attrs.frozen(slots=False)
-class GraphOp:
+class GraphOp(IndexedOperands):
     """A graph of op applications that acts as one op; see the module docstring.
 
     ``statements`` are canonical; ``defs`` gives each statement's OpDef.
@@ -217,8 +217,8 @@ class GraphOp:
         """The output with the graph variables of its dims."""
         return Access(OUTPUT, tuple(self._var(OUTPUT, d) for d in range(self._rank(OUTPUT))))
 
-    @property
-    def operands(self) -> tuple[Access, ...]:
+    @functools.cached_property
+    def operands(self) -> tuple[Access, ...]:  # type: ignore[override]
         """Inputs then output."""
         return (*self.inputs, self.output)
 
@@ -265,33 +265,6 @@ class GraphOp:
     def expr(self) -> None:
         """A graph has no single expression (see ``statements``)."""
         return None
-
-    def rank(self, operand: int) -> int:
-        """Rank of operand number ``operand``."""
-        return len(self.operands[operand].indices)
-
-    def operands_using(self, var: str) -> tuple[tuple[int, int], ...]:
-        """(operand, dim) pairs that a variable runs along."""
-        return tuple(
-            (i, d)
-            for i, acc in enumerate(self.operands)
-            for d, ix in enumerate(acc.indices)
-            if ix == var
-        )
-
-    def sizes(self, shapes: Sequence[Sequence[int]]) -> dict[str, int] | tuple[str, int, int]:
-        """Variable sizes bound by operand shapes, or the first conflict ``(var, had, got)``."""
-        sizes: dict[str, int] = {}
-        for acc, shape in zip(self.operands, shapes, strict=True):
-            for ix, n in zip(acc.indices, shape, strict=True):
-                if ix in sizes and sizes[ix] != n:
-                    return (ix, sizes[ix], n)
-                sizes[ix] = n
-        return sizes
-
-    def operand_shape(self, operand: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
-        """Shape of operand number ``operand`` given variable sizes."""
-        return tuple(sizes[ix] for ix in self.operands[operand].indices)
 
     def tensor_shape(self, tensor: str, sizes: Mapping[str, int]) -> tuple[int, ...]:
         """Shape of any tensor of the graph (an intermediate too) given variable sizes."""

@@ -91,8 +91,46 @@ def _flops_per_point(e: Expr) -> int:
 # ---- op definitions ---------------------------------------------------------------------
 
 
+class IndexedOperands:
+    """What follows from operands indexed by variables (``operands``: inputs then output):
+    ranks, sizes bound by shapes, shapes from sizes, where a variable runs. Shared by ops
+    in index notation and graphs of them (``graph.py``)."""
+
+    operands: tuple[Access, ...]
+
+    def rank(self, operand: int) -> int:
+        """Rank of operand number ``operand``."""
+        return len(self.operands[operand].indices)
+
+    def sizes(self, shapes: Sequence[Sequence[int]]) -> dict[str, int] | tuple[str, int, int]:
+        """Index sizes bound by operand shapes, or the first conflict ``(var, had, got)``."""
+        sizes: dict[str, int] = {}
+        for acc, shape in zip(self.operands, shapes, strict=True):
+            for ix, n in zip(acc.indices, shape, strict=True):
+                if ix in sizes and sizes[ix] != n:
+                    return (ix, sizes[ix], n)
+                sizes[ix] = n
+        return sizes
+
+    def operand_shape(self, operand: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        """Shape of operand number ``operand`` given index sizes."""
+        return tuple(sizes[ix] for ix in self.operands[operand].indices)
+
+    def operands_using(self, var: str) -> tuple[tuple[int, int], ...]:
+        """(operand, dim) pairs that an index variable runs along."""
+        return self._uses.get(var, ())
+
+    @functools.cached_property
+    def _uses(self) -> dict[str, tuple[tuple[int, int], ...]]:
+        out: dict[str, list[tuple[int, int]]] = {}
+        for i, acc in enumerate(self.operands):
+            for d, ix in enumerate(acc.indices):
+                out.setdefault(ix, []).append((i, d))
+        return {v: tuple(u) for v, u in out.items()}
+
+
 @attrs.frozen(slots=False)
-class OpDef:
+class OpDef(IndexedOperands):
     """An op declared in a rule file; see the module docstring."""
 
     name: str
@@ -144,40 +182,6 @@ class OpDef:
     def rounding_steps(self, sizes: Mapping[str, int]) -> int:
         """Roundings an output element collects: the reduction length (1 without one)."""
         return math.prod(sizes[v] for v in self.reduction_vars)
-
-    def rank(self, operand: int) -> int:
-        """Rank of operand number ``operand``."""
-        return len(self.operands[operand].indices)
-
-    def sizes(self, shapes: Sequence[Sequence[int]]) -> dict[str, int] | tuple[str, int, int]:
-        """Index sizes bound by operand shapes, or the first conflict ``(var, had, got)``."""
-        sizes: dict[str, int] = {}
-        for acc, shape in zip(self.operands, shapes, strict=True):
-            for ix, n in zip(acc.indices, shape, strict=True):
-                if ix in sizes and sizes[ix] != n:
-                    return (ix, sizes[ix], n)
-                sizes[ix] = n
-        return sizes
-
-    def operand_shape(self, operand: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
-        """Shape of operand number ``operand`` given index sizes."""
-        return tuple(sizes[ix] for ix in self.operands[operand].indices)
-
-    def operands_using(self, var: str) -> tuple[tuple[int, int], ...]:
-        """(operand, dim) pairs that an index variable runs along."""
-        return self._uses[var]
-
-    @functools.cached_property
-    def _uses(self) -> dict[str, tuple[tuple[int, int], ...]]:
-        return {v: self._operands_using(v) for v in self.index_vars}
-
-    def _operands_using(self, var: str) -> tuple[tuple[int, int], ...]:
-        out = []
-        for i, acc in enumerate(self.operands):
-            for d, ix in enumerate(acc.indices):
-                if ix == var:
-                    out.append((i, d))
-        return tuple(out)
 
     def flops(self, sizes: Mapping[str, int]) -> int:
         """Arithmetic operations of one application over the full index space."""

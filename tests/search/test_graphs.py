@@ -9,11 +9,13 @@ compiled and compared with NumPy.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from morello.cli import main
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
@@ -137,3 +139,19 @@ def test_graphs_compile_and_match_numpy(ctx: SynthesisContext, text: str, tmp_pa
     assert is_graph(impl.spec.op)
     source = lower_to_c("graph", [(prog, impl)], ctx)
     check(compile_shared(source.c_text, ctx.target, tmp_path), prog, ctx)  # raises if wrong
+
+
+def test_graph_answers_come_back_from_the_memo_table_file(
+    target_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "chain.lark"
+    spec.write_text(chain(2, 4, 4, 8, nested=True), encoding="utf-8")
+    db = tmp_path / "memo.sqlite3"
+    runs = []
+    for out in ("first", "second"):
+        argv = ["--target", target_name, str(spec), "--db", str(db), "--stats", "--json"]
+        assert main([*argv, "-o", str(tmp_path / out)]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0]["specs_visited"] > 0 and runs[1]["specs_visited"] == 0
+    assert runs[0]["cost"] == runs[1]["cost"]
+    assert (tmp_path / "first.c").read_text() == (tmp_path / "second.c").read_text()
