@@ -179,9 +179,15 @@ class _Builder:
             return use[0]
         if kind == "const":
             return Const(float(str(ch[0])))
-        if kind in ("add", "sub", "mul"):
-            op = {"add": "+", "sub": "-", "mul": "*"}[str(kind)]
+        if kind == "const_inf":
+            return Const(float("inf"))
+        if kind in ("add", "sub", "mul", "div"):
+            op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[str(kind)]
             return BinOp(op, self._expr(ch[0], uses), self._expr(ch[1], uses))
+        if kind == "func_max":
+            if len(ch) != 2:
+                raise RuleError(f"max takes 2 arguments, found {len(ch)}", self.loc(tree))
+            return Func("max", tuple(self._expr(c, uses) for c in ch))
         if kind == "func":
             fname = str(ch[0])
             if fname not in FUNCS:
@@ -193,9 +199,10 @@ class _Builder:
                     f"{fname} takes {arity} arguments, found {len(ch) - 1}", self.loc(tree)
                 )
             return Func(fname, tuple(self._expr(c, uses) for c in ch[1:]))
-        if kind == "reduce":
+        if kind in ("reduce", "reduce_max"):
             *idx, body = ch
-            return Reduce(tuple(str(i) for i in idx), self._expr(body, uses))
+            combiner = "sum" if kind == "reduce" else "max"
+            return Reduce(tuple(str(i) for i in idx), self._expr(body, uses), combiner)
         raise AssertionError(kind)
 
     # ---- rewrites ------------------------------------------------------------------------

@@ -38,7 +38,7 @@ class Const:
 
 @attrs.frozen
 class BinOp:
-    """``lhs op rhs`` for op in ``+ - *``."""
+    """``lhs op rhs`` for op in ``+ - * /``."""
 
     op: str
     lhs: Expr
@@ -55,15 +55,19 @@ class Func:
 
 @attrs.frozen
 class Reduce:
-    """``sum(k) body``."""
+    """``sum(k) body`` or ``max(k) body``: ``body`` combined over ``indices`` by ``combiner``."""
 
     indices: tuple[str, ...] = attrs.field(converter=tuple)
     body: Expr
+    combiner: str = "sum"
 
 
 Expr = Access | Const | BinOp | Func | Reduce
 
-FUNCS = {"max": np.maximum, "min": np.minimum}
+FUNCS = {"max": np.maximum, "min": np.minimum, "exp": np.exp}
+#: How each reduction combines, in NumPy: over axes, and two values into one.
+REDUCERS = {"sum": (np.sum, np.add), "max": (np.max, np.maximum)}
+BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 
 
 def _accesses(e: Expr) -> list[Access]:
@@ -175,6 +179,17 @@ class OpDef(IndexedOperands):
         )
 
     @property
+    def combiner(self) -> str | None:
+        """How the accumulating form ``c += op(...)`` combines into ``c``: a reduction at the
+        top of the expression by its own combiner (``sum`` adds, ``max`` keeps the larger),
+        an op with no reduction by adding. None for an op with a reduction inside its
+        expression (``x / sum(k) x``): it has no accumulating form, so it may neither
+        accumulate nor be split along that reduction."""
+        if isinstance(self.expr, Reduce):
+            return self.expr.combiner
+        return None if self.reduction_vars else "sum"
+
+    @property
     def tileable_vars(self) -> tuple[str, ...]:
         """Output indices ``tile_out`` may loop over: all of them (graphs restrict this)."""
         return self.output.indices
@@ -210,11 +225,14 @@ class OpDef(IndexedOperands):
             value = self._broadcast(env, shape)
         result = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
         if accum:
-            assert out is not None
-            result = out.astype(np.float64) + result
+            assert out is not None and self.combiner is not None
+            _, combine = REDUCERS[self.combiner]
+            result = combine(out.astype(np.float64), result)
         return np.array(result)
 
     def _einsum(self, env: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        if isinstance(self.expr, Reduce) and self.expr.combiner != "sum":
+            return None
         body = self.expr.body if isinstance(self.expr, Reduce) else self.expr
         factors: list[Access] = []
 
@@ -251,11 +269,12 @@ class OpDef(IndexedOperands):
                 return arr.reshape(full)
             if isinstance(e, BinOp):
                 lhs, rhs = ev(e.lhs), ev(e.rhs)
-                return {"+": np.add, "-": np.subtract, "*": np.multiply}[e.op](lhs, rhs)
+                return BINOPS[e.op](lhs, rhs)
             if isinstance(e, Func):
                 return FUNCS[e.name](*(ev(a) for a in e.args))
             assert isinstance(e, Reduce)
-            return np.sum(ev(e.body), axis=tuple(axes[ix] for ix in e.indices), keepdims=True)
+            reduce, _ = REDUCERS[e.combiner]
+            return reduce(ev(e.body), axis=tuple(axes[ix] for ix in e.indices), keepdims=True)
 
         value = np.asarray(ev(self.expr))
         value = value.reshape(value.shape + (1,) * (nd - value.ndim))

@@ -64,6 +64,11 @@ def _expand_paths(paths: Iterable[Traversable | Path | str]) -> list[Traversable
     return out
 
 
+def _schema_object(schemas: Iterable[str], name: str) -> object:
+    """The schema called ``name`` when ``schemas`` maps names to schemas (else None)."""
+    return schemas.get(name) if isinstance(schemas, Mapping) else None
+
+
 def _read(
     node: Traversable | Path, schemas: Iterable[str], size_policies: Iterable[str]
 ) -> RuleFile:
@@ -196,8 +201,15 @@ def load_rule_set(
             ops[op.name] = op
         rules.extend(rf.rules)
         kernels.extend(rf.kernels)
-    _check(target, coefficients, ops, rules, kernels)
+    _check(target, coefficients, ops, rules, kernels, schemas)
     return RuleSet(OpTable(ops), tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
+
+
+def _no_accumulating_form(what: str, op: str) -> str:
+    return (
+        f"{what}: {op} has no accumulating form (a reduction inside its expression), so it "
+        "cannot accumulate or be split along a reduction"
+    )
 
 
 def _check(
@@ -206,7 +218,11 @@ def _check(
     ops: Mapping[str, OpDef],
     rules: list[Rule],
     kernels: list[Kernel],
+    schemas: Iterable[str],
 ) -> None:
+    splitting = {
+        name for name in schemas if getattr(_schema_object(schemas, name), "splits", False)
+    }
     level_names = {lv.name for lv in target.levels}
     seen: set[str] = set()
     for k in kernels:
@@ -216,6 +232,8 @@ def _check(
         if k.op not in ops:
             raise RuleError(f"kernel {k.name}: unknown op {k.op!r}", k.loc)
         opdef = ops[k.op]
+        if k.accum and opdef.combiner is None:
+            raise RuleError(_no_accumulating_form(f"kernel {k.name}", k.op), k.loc)
         if len(k.operands) != len(opdef.operands):
             raise RuleError(
                 f"kernel {k.name}: {k.op} takes {len(opdef.inputs)} input(s), "
@@ -262,7 +280,12 @@ def _check(
             for p in r.patterns:
                 if p.op not in ("*", GRAPH_PATTERN) and p.op not in ops:
                     raise RuleError(f"rewrite {r.name}: unknown op {p.op!r}", r.loc)
+                if r.schema in splitting and p.op in ops and ops[p.op].combiner is None:
+                    raise RuleError(_no_accumulating_form(f"rewrite {r.name}", p.op), r.loc)
         elif isinstance(r, DecomposeRule):
             for op in (r.op, *(s.op for s in r.stages)):
                 if op not in ops:
                     raise RuleError(f"rewrite {r.name}: unknown op {op!r}", r.loc)
+            for st in r.stages:
+                if st.accum and ops[st.op].combiner is None:
+                    raise RuleError(_no_accumulating_form(f"rewrite {r.name}", st.op), r.loc)

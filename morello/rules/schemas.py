@@ -39,7 +39,11 @@ SizePolicy = Callable[[int], Sequence[int]]
 
 
 class Schema(Protocol):
-    """A rewrite schema: the actions a rule line naming it offers for a Spec."""
+    """A rewrite schema: the actions a rule line naming it offers for a Spec.
+
+    A schema that loops over reductions of accumulating Specs may say so with a true
+    ``splits`` attribute: a rule naming it for an op with no accumulating form is an error.
+    """
 
     name: str
 
@@ -103,6 +107,8 @@ class Split:
     """Loop over one reduction index of an accumulating Spec."""
 
     name: str = "split"
+    #: Splits along reductions: a rule may name only ops with an accumulating form.
+    splits: bool = True
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A loop per reduction index and step, for accumulating Specs only."""

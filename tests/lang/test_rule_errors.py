@@ -76,6 +76,10 @@ SYNTAX_ERRORS = [
 
 CHECK_ERRORS = [
     (
+        "op m3(a[i], b[i], c[i]) -> y[i] = max(a[i], b[i], c[i])\n",
+        "{path}:1:35: error: max takes 2 arguments, found 3",
+    ),
+    (
         _K + '    c "{c} = {a.__class__};"\n',
         "{path}:4:14: error: kernel k: invalid placeholder {a.__class__}; "
         "templates allow only {x} and {&x} for an operand x",
@@ -107,7 +111,7 @@ CHECK_ERRORS = [
     ),
     (
         "op relu(x[i, j]) -> y[i, j] = maxx(x[i, j], 0)\n",
-        "{path}:1:31: error: unknown function 'maxx' (known: max, min)",
+        "{path}:1:31: error: unknown function 'maxx' (known: exp, max, min)",
     ),
     (
         "op relu(x[i, j]) -> y[i, j] = max(x[i, j])\n",
@@ -147,6 +151,9 @@ CHECK_ERRORS = [
     ),
 ]
 
+# An op whose reduction is inside its expression: it has no accumulating form.
+_NORM = "op norm(x[i, j], z[i, k]) -> y[i, j] = x[i, j] / (sum(k) z[i, k])\n"
+
 # Checks made when a target assembles its rule set; {target}, {levels} and {coefficients}
 # stand for the target under test's name, sorted level names and coefficient names.
 RULE_SET_ERRORS = [
@@ -182,6 +189,24 @@ RULE_SET_ERRORS = [
         "{path}:1:1: error: op 'matmul' is declared twice",
     ),
     ("rewrite tile_out for relu\n", "{path}:1:1: error: rewrite tile_out: unknown op 'relu'"),
+    (
+        _NORM + "rewrite split for norm\n",
+        "{path}:2:1: error: rewrite split: norm has no accumulating form (a reduction inside its "
+        "expression), so it cannot accumulate or be split along a reduction",
+    ),
+    (
+        _NORM + "rewrite r: norm(x, z) -> y => { y = zero(); y += norm(x, z) }\n",
+        "{path}:2:1: error: rewrite r: norm has no accumulating form (a reduction inside its "
+        "expression), so it cannot accumulate or be split along a reduction",
+    ),
+    (
+        _NORM
+        + _kernel(
+            "y: f32[1, 1] @RF += norm(x: f32[1, 1] @RF, z: f32[1, 1] @RF)", template='"{y} = {x};"'
+        ),
+        "{path}:2:1: error: kernel k9: norm has no accumulating form (a reduction inside its "
+        "expression), so it cannot accumulate or be split along a reduction",
+    ),
 ]
 
 

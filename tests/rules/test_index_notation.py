@@ -132,3 +132,36 @@ def test_index_notation_row_sum_reduces_over_the_missing_index() -> None:
     # sum(j) (a + a) is not a product, so it is evaluated by broadcasting.
     doubled = parse_op("op rowsum2(a[i, j]) -> c[i] = sum(j) (a[i, j] + a[i, j])")
     np.testing.assert_allclose(doubled.reference([a], np.zeros(3)), 2 * a.sum(axis=1))
+
+
+def test_division_exp_and_infinity_evaluate_like_numpy() -> None:
+    rng = np.random.default_rng(3)
+    x, s = rng.standard_normal((3, 4)), rng.uniform(1, 2, 3)
+    div = parse_op("op div_rows(x[i, j], s[i]) -> y[i, j] = x[i, j] / s[i]")
+    np.testing.assert_allclose(div.reference([x, s], np.zeros((3, 4))), x / s[:, None])
+    ex = parse_op("op exps(x[i, j], m[i]) -> y[i, j] = exp(x[i, j] - m[i])")
+    np.testing.assert_allclose(ex.reference([x, s], np.zeros((3, 4))), np.exp(x - s[:, None]))
+    lowest = parse_op("op lowest() -> y[i] = 0 - inf")
+    assert (lowest.reference([], np.zeros(3)) == -np.inf).all()
+    assert div.combiner == ex.combiner == "sum"  # no reduction: accumulating adds
+    norm = parse_op("op norm(x[i, j], z[i, k]) -> y[i, j] = x[i, j] / (sum(k) z[i, k])")
+    assert norm.combiner is None
+    np.testing.assert_allclose(norm.reference([x, x], np.zeros((3, 4))), x / x.sum(1)[:, None])
+
+
+def test_max_reduction_accumulates_by_keeping_the_larger() -> None:
+    rowmax = parse_op("op rowmax(x[i, j]) -> y[i] = max(j) x[i, j]")
+    relu = parse_op("op relu(x[i, j]) -> y[i, j] = max(x[i, j], 0)")
+    x = np.random.default_rng(4).standard_normal((3, 5))
+    assert rowmax.reduction_vars == ("j",) and rowmax.combiner == "max"
+    np.testing.assert_allclose(rowmax.reference([x], np.zeros(3)), x.max(axis=1))
+    start = np.array([10.0, -10.0, 0.0])
+    np.testing.assert_allclose(
+        rowmax.reference([x], start, accum=True), np.maximum(start, x.max(axis=1))
+    )
+    assert relu.combiner == "sum" and relu.reduction_vars == ()
+    np.testing.assert_allclose(relu.reference([x], np.zeros((3, 5))), np.maximum(x, 0))
+
+
+def test_sum_reduction_accumulates_by_adding(matmul: OpDef) -> None:
+    assert matmul.combiner == "sum"
