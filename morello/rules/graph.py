@@ -227,16 +227,6 @@ class GraphOp(IndexedOperands):
         """Names of the operands."""
         return self.tensor_names
 
-    @functools.cached_property
-    def index_vars(self) -> tuple[str, ...]:
-        """Variables of the operands' dims: the output's first, then in order of appearance."""
-        seen: list[str] = []
-        for acc in (self.output, *self.inputs):
-            for ix in acc.indices:
-                if ix not in seen:
-                    seen.append(ix)
-        return tuple(seen)
-
     @property
     def reduction_vars(self) -> tuple[str, ...]:
         """None: a graph has no accumulating form, so nothing splits it along a reduction."""

@@ -101,6 +101,18 @@ class IndexedOperands:
     in index notation and graphs of them (``graph.py``)."""
 
     operands: tuple[Access, ...]
+    inputs: tuple[Access, ...]
+    output: Access
+
+    @functools.cached_property
+    def index_vars(self) -> tuple[str, ...]:
+        """Every index variable: the output's first, then others in order of appearance."""
+        seen: list[str] = list(self.output.indices)
+        for acc in self.inputs:
+            for ix in acc.indices:
+                if ix not in seen:
+                    seen.append(ix)
+        return tuple(seen)
 
     def rank(self, operand: int) -> int:
         """Rank of operand number ``operand``."""
@@ -152,16 +164,6 @@ class OpDef(IndexedOperands):
     def operand_names(self) -> tuple[str, ...]:
         """Names of the operands as declared."""
         return tuple(a.tensor for a in self.operands)
-
-    @property
-    def index_vars(self) -> tuple[str, ...]:
-        """Every index variable: the output's first, then others in order of appearance."""
-        seen: list[str] = list(self.output.indices)
-        for acc in self.inputs:
-            for ix in acc.indices:
-                if ix not in seen:
-                    seen.append(ix)
-        return tuple(seen)
 
     @property
     def reduction_vars(self) -> tuple[str, ...]:
