@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from morello.layout import row_major
+from morello.layout import Layout, row_major
 from morello.rules.index_notation import Access, BinOp, OpDef, Reduce
 from morello.spec import Spec, TensorSpec
 
@@ -189,14 +189,20 @@ def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
     return calls
 
 
+def blas_layout(ts: TensorSpec) -> Layout:
+    """The layout BLAS reads ``ts`` in: its own if strided, else that of a row-major copy."""
+    if strides(ts) is not None:
+        return ts.layout
+    layout = row_major(len(ts.shape)).canonical(ts.shape)
+    assert layout is not None
+    return layout
+
+
 def _view(ts: TensorSpec) -> tuple[int | None, ...]:
-    """Strides of ``ts``, or those of a row-major copy where its layout is not strided."""
-    st = strides(ts)
-    if st is not None:
-        return st
-    copy = strides(attrs.evolve(ts, layout=row_major(len(ts.shape)).canonical(ts.shape)))
-    assert copy is not None
-    return copy
+    """Strides of ``ts`` as BLAS reads it (see ``blas_layout``)."""
+    st = strides(attrs.evolve(ts, layout=blas_layout(ts)))
+    assert st is not None
+    return st
 
 
 def _operand(ts: TensorSpec, index: int) -> Operand:

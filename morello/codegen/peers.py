@@ -45,6 +45,7 @@ from morello.codegen.blas import (
     GemmCall,
     Operand,
     blas_calls,
+    blas_layout,
 )
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import aligned_empty, buffer_offsets, compare, to_buffer
@@ -53,7 +54,6 @@ from morello.context import SynthesisContext
 from morello.dtypes import dtype
 from morello.errors import CheckFailed
 from morello.lang.spec_file import Program
-from morello.layout import Layout, row_major
 from morello.spec import TensorSpec
 from morello.target import Peer
 
@@ -250,7 +250,7 @@ def _jobs(
         job_calls = [c for c in calls if (c.routine, dt) in _ROUTINES and fits]
         paths, copied = [], False
         for i, ts in enumerate(operands):
-            lay = _blas_layout(ts)
+            lay = blas_layout(ts)
             copied = copied or lay != ts.layout
             store = attrs.evolve(ts, layout=lay, dtype=dt if i < len(operands) - 1 else ts.dtype)
             path = folder / f"{dt}-{i}.npy"
@@ -272,15 +272,6 @@ def _jobs(
             }
         )
     return jobs
-
-
-def _blas_layout(ts: TensorSpec) -> Layout:
-    """``ts``'s layout if it is a strided matrix, else that of a row-major copy."""
-    if any(block is not None for _, block in ts.layout.dims):
-        layout = row_major(len(ts.shape)).canonical(ts.shape)
-        assert layout is not None
-        return layout
-    return ts.layout
 
 
 def _call_json(call: BlasCall, dt: str) -> dict[str, Any]:
