@@ -26,14 +26,9 @@ TRANS = 112
 
 @attrs.frozen
 class Operand:
-    """A buffer handed to BLAS: which operand of the Spec, read through which strides.
-
-    ``native`` is False when the Spec's layout is not a strided matrix (a packed layout):
-    the peer then gets a row-major copy of the same values.
-    """
+    """A buffer handed to BLAS: which operand of the Spec (read as ``blas_layout`` says)."""
 
     index: int
-    native: bool
 
 
 @attrs.frozen
@@ -142,8 +137,8 @@ def _row_major_view(
 def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
     """The BLAS calls that compute ``spec`` (gemm, and gemv where an output extent is 1).
 
-    Empty when the op is not a matrix product. Operands whose layout is not strided are
-    marked non-native: the caller passes a row-major copy of their values.
+    Empty when the op is not a matrix product. An operand whose layout is not strided is
+    read as a row-major copy of its values (``blas_layout``); the caller passes that copy.
     """
     found = matmul_structure(opdef)
     if found is None or spec.accum:
@@ -173,7 +168,7 @@ def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
     av = _row_major_view(views[left], acc_l.index(row_var), acc_l.index(k), m, kk)
     bv = _row_major_view(views[right], acc_r.index(k), acc_r.index(col_var), kk, n)
     assert av is not None and bv is not None
-    a, b, c = (_operand(spec.operands[x], x) for x in (left, right, out))
+    a, b, c = (Operand(x) for x in (left, right, out))
     calls: list[BlasCall] = [GemmCall(a, b, c, av[0], bv[0], m, n, kk, av[1], bv[1], ldc)]
     if m == 1:
         # y[j] = sum_k x[k] B[k, j]: B read as stored (K x N, or N x K when transposed).
@@ -203,10 +198,6 @@ def _view(ts: TensorSpec) -> tuple[int | None, ...]:
     st = strides(attrs.evolve(ts, layout=blas_layout(ts)))
     assert st is not None
     return st
-
-
-def _operand(ts: TensorSpec, index: int) -> Operand:
-    return Operand(index, strides(ts) is not None)
 
 
 def _step(stride: int | None) -> int:

@@ -44,9 +44,6 @@ class MachineLimits:
 
     peak_gflops: dict[str, float]
     read_gbps: float
-    buffer_bytes: int
-    vector_bytes: int
-    accumulators: int
 
 
 def vector_bytes(target: Target) -> int:
@@ -151,9 +148,6 @@ class LimitsBench:
         return MachineLimits(
             peak_gflops={c: self.peak_gflops(c) for c in float_ctypes},
             read_gbps=self.bandwidth_gbps(nbytes, repeats=3),
-            buffer_bytes=nbytes,
-            vector_bytes=vector_bytes(self.target),
-            accumulators=accumulators(self.target),
         )
 
     def bandwidth_gbps(self, nbytes: int, repeats: int = 5, min_s: float = 0.02) -> float:

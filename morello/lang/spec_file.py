@@ -19,7 +19,7 @@ from morello.errors import SourceLocation, SpecError, SpecSyntaxError
 from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import TensorType, tensor_type
 from morello.layout import LAYOUT_FAMILIES, PARAMETRIC_FAMILIES, Layout, layout_by_name
-from morello.rules.graph import GraphOp, Statement, canonical
+from morello.rules.graph import GraphOp, Statement, canonical, graph_inputs
 from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
@@ -211,10 +211,7 @@ def build_program(func: FuncDef, ctx: SynthesisContext) -> Program:
     except ValueError as exc:
         raise SpecError(f"function {func.name}: {exc}", func.loc) from None
     graph = ctx.ruleset.ops.graph(graph)
-    targets = {a.name for a in apps}
-    inputs: list[str] = []
-    for a in apps:
-        inputs.extend(n for n in a.arg_names if n not in targets and n not in inputs)
+    inputs = graph_inputs(statements)
     operands = (*(checker.env[n] for n in inputs), checker.result)
     spec = Spec(graph.name, operands, False, limits, not func.parallel)
     return Program(func.name, spec, params, result, (*inputs, func.result.name))

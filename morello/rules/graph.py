@@ -60,6 +60,15 @@ class Statement:
         return f"{self.target}={self.op}({','.join(self.args)})"
 
 
+def graph_inputs(statements: Sequence[Statement]) -> tuple[str, ...]:
+    """The tensors ``statements`` read but do not assign, in order of first use."""
+    targets = {s.target for s in statements}
+    seen: list[str] = []
+    for s in statements:
+        seen.extend(a for a in s.args if a not in targets and a not in seen)
+    return tuple(seen)
+
+
 def canonical(statements: Sequence[Statement], output: str) -> tuple[Statement, ...]:
     """The statements with tensors renamed: inputs ``i<n>`` and intermediates ``t<n>`` in
     order of first use, the output ``o``."""
@@ -149,13 +158,7 @@ class GraphOp(IndexedOperands):
     @functools.cached_property
     def input_names(self) -> tuple[str, ...]:
         """The graph's inputs, in order (``i0``, ``i1``, ...)."""
-        targets = {s.target for s in self.statements}
-        seen: list[str] = []
-        for s in self.statements:
-            for a in s.args:
-                if a not in targets and a not in seen:
-                    seen.append(a)
-        return tuple(seen)
+        return graph_inputs(self.statements)
 
     @property
     def tensor_names(self) -> tuple[str, ...]:
@@ -165,8 +168,8 @@ class GraphOp(IndexedOperands):
     # -- index variables ---------------------------------------------------------------------
 
     @functools.cached_property
-    def _classes(self) -> tuple[dict[tuple[str, int], str], dict[str, tuple[str, ...]]]:
-        """Each (tensor, dim) -> its variable; each variable -> the statements' reductions."""
+    def _classes(self) -> tuple[dict[tuple[str, int], str], frozenset[str]]:
+        """Each (tensor, dim) -> its variable, and the variables some statement reduces."""
         uf = _Classes()
         for n, (s, d) in enumerate(zip(self.statements, self.defs, strict=True)):
             for acc, tensor in zip(d.operands, (*s.args, s.target), strict=True):
@@ -186,11 +189,12 @@ class GraphOp(IndexedOperands):
         for node in uf.parent:
             if not str(node[0]).startswith("#"):
                 dims[(str(node[0]), int(node[1]))] = names[uf.find(node)]  # type: ignore[call-overload]
-        reductions: dict[str, list[str]] = {}
-        for n, d in enumerate(self.defs):
-            for ix in d.reduction_vars:
-                reductions.setdefault(names[uf.find((f"#{n}", ix))], []).append(f"#{n}")
-        return dims, {v: tuple(r) for v, r in reductions.items()}
+        reduced = frozenset(
+            names[uf.find((f"#{n}", ix))]
+            for n, d in enumerate(self.defs)
+            for ix in d.reduction_vars
+        )
+        return dims, reduced
 
     def _rank(self, tensor: str) -> int:
         for s, d in zip(self.statements, self.defs, strict=True):
@@ -223,11 +227,6 @@ class GraphOp(IndexedOperands):
         return (*self.inputs, self.output)
 
     @property
-    def operand_names(self) -> tuple[str, ...]:
-        """Names of the operands."""
-        return self.tensor_names
-
-    @property
     def reduction_vars(self) -> tuple[str, ...]:
         """None: a graph has no accumulating form, so nothing splits it along a reduction."""
         return ()
@@ -235,10 +234,10 @@ class GraphOp(IndexedOperands):
     @functools.cached_property
     def tileable_vars(self) -> tuple[str, ...]:
         """Output variables along which tiling the output tiles exactly one dim per operand."""
-        reductions = self._classes[1]
+        reduced = self._classes[1]
         out = []
         for v in self.output.indices:
-            if v in reductions:
+            if v in reduced:
                 continue
             uses = self.operands_using(v)
             if len({i for i, _ in uses}) != len(uses):
@@ -314,15 +313,10 @@ class GraphOp(IndexedOperands):
         """The first statement, the rest of the graph (None if one statement remains), and
         the rest's tensors (inputs then output) in this graph's names."""
         first, rest = self.statements[0], self.statements[1:]
-        targets = {s.target for s in rest}
-        order: list[str] = []
-        for s in rest:
-            for a in s.args:
-                if a not in targets and a not in order:
-                    order.append(a)
         if len(rest) == 1:
             return first, None, (*rest[0].args, OUTPUT)
-        return first, GraphOp.build(canonical(rest, OUTPUT), _ops_of(self)), (*order, OUTPUT)
+        rest_graph = GraphOp.build(canonical(rest, OUTPUT), _ops_of(self))
+        return first, rest_graph, (*graph_inputs(rest), OUTPUT)
 
 
 def _ops_of(graph: GraphOp) -> dict[str, OpDef]:
