@@ -28,7 +28,17 @@ def compile_shared(
     lib = folder / f"lib{name}.so"
     log = folder / f"{name}.log"
     src.write_text(c_text, encoding="utf-8")
-    cmd = [cc, *target.compiler.flags, "-std=c11", "-shared", "-fPIC", "-o", str(lib), str(src)]
+    cmd = [
+        cc,
+        *target.compiler.flags,
+        "-std=c11",
+        "-shared",
+        "-fPIC",
+        "-o",
+        str(lib),
+        str(src),
+        "-lm",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     log.write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr, encoding="utf-8")
     if proc.returncode != 0:

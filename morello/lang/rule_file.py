@@ -147,8 +147,12 @@ class _Builder:
                 )
         loc = self.loc(item)
         opdef = OpDef(name, tuple(inputs.values()), out_decl[0], expr, loc)
+        inner = _reduced(expr)
         for acc, acc_loc in uses:
-            stray = next((ix for ix in acc.indices if ix not in opdef.index_vars), None)
+            stray = next(
+                (ix for ix in acc.indices if ix not in opdef.index_vars and ix not in inner),
+                None,
+            )
             if stray is not None:
                 raise RuleError(
                     f"op {name}: index {stray!r} is not declared by any operand", acc_loc
@@ -181,6 +185,11 @@ class _Builder:
             return Const(float(str(ch[0])))
         if kind == "const_inf":
             return Const(float("inf"))
+        if kind == "neg":
+            inner = self._expr(ch[0], uses)
+            if isinstance(inner, Const):
+                return Const(-inner.value)
+            return BinOp("-", Const(0.0), inner)
         if kind in ("add", "sub", "mul", "div"):
             op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[str(kind)]
             return BinOp(op, self._expr(ch[0], uses), self._expr(ch[1], uses))
@@ -252,6 +261,10 @@ class _Builder:
         temps: dict[str, lark.Token] = {}  # temporary -> where it is assigned
         used: set[str] = set()
         stages = []
+        registers_only = False
+        if isinstance(ch[-1], lark.Tree) and ch[-1].data == "in_registers":
+            registers_only = True
+            ch = ch[:-1]
         for st in ch[idx + 1 :]:
             assert isinstance(st, lark.Tree)
             target, assign, sop, *rest = st.children
@@ -282,7 +295,14 @@ class _Builder:
                     f"rewrite {name}: temporary {temp!r} is assigned but never read",
                     self.loc(tok),
                 )
-        self.rules.append(DecomposeRule(name, op, params, output, tuple(stages), self.loc(item)))
+        if registers_only and not temps:
+            raise RuleError(
+                f"rewrite {name}: `in registers` places temporaries, but it has none",
+                self.loc(item),
+            )
+        self.rules.append(
+            DecomposeRule(name, op, params, output, tuple(stages), self.loc(item), registers_only)
+        )
 
     # ---- kernels -------------------------------------------------------------------------
 
@@ -310,10 +330,17 @@ class _Builder:
             names.append(pat.name)
         assert isinstance(cost_clause, lark.Tree) and isinstance(c_clause, lark.Tree)
         cost = self._cost(cost_clause.children[0])  # type: ignore[arg-type]
+        dim_vars = [d for p in operands for d in p.dims if isinstance(d, str) and d != "*"]
+        for d in dim_vars:
+            if d in names:
+                raise RuleError(
+                    f"kernel {name_tok}: {d!r} names both an operand and a dimension",
+                    self.loc(item),
+                )
         lines = []
         for tok in c_clause.children:
             assert isinstance(tok, lark.Token)
-            self._check_template(str(name_tok), tok, names)
+            self._check_template(str(name_tok), tok, names, dim_vars)
             lines.append(_unescape(str(tok)[1:-1]))
         self.kernels.append(
             Kernel(
@@ -331,8 +358,11 @@ class _Builder:
             )
         )
 
-    def _check_template(self, kernel: str, tok: lark.Token, operands: list[str]) -> None:
-        """Every ``{...}`` in a template line is ``{x}`` or ``{&x}`` for an operand ``x``."""
+    def _check_template(
+        self, kernel: str, tok: lark.Token, operands: list[str], dim_vars: list[str]
+    ) -> None:
+        """Every ``{...}`` in a template line is ``{x}`` or ``{&x}`` for an operand ``x``, or
+        ``{n}`` for a dim variable ``n`` of the pattern."""
         raw = str(tok)[1:-1]
         for m in _BRACE_GROUP.finditer(raw):
             loc = SourceLocation(self.path, tok.line or 1, (tok.column or 1) + 1 + m.start())
@@ -343,6 +373,8 @@ class _Builder:
                     "templates allow only {x} and {&x} for an operand x",
                     loc,
                 )
+            if not placeholder.group(1) and placeholder.group(2) in dim_vars:
+                continue
             if placeholder.group(2) not in operands:
                 raise RuleError(
                     f"kernel {kernel}: unknown placeholder {m.group(0)} "
@@ -369,15 +401,20 @@ class _Builder:
             left, right = tree.children
             return (*self._cost(left), *self._cost(right))  # type: ignore[arg-type]
         factor = 1
+        divisor = 1
         names = []
         for f in tree.children:
             assert isinstance(f, lark.Tree)
             tok = str(f.children[0])
             if f.data == "cost_int":
                 factor *= int(tok)
+            elif f.data == "cost_div":
+                divisor = int(tok)
+                if divisor == 0:
+                    raise RuleError("cost: division by zero", self.loc(f))
             else:
                 names.append(tok)
-        return (CostTerm(factor, tuple(names)),)
+        return (CostTerm(factor, tuple(names), divisor),)
 
 
 def _reduced(e: Expr) -> set[str]:

@@ -201,11 +201,11 @@ def build_program(func: FuncDef, ctx: SynthesisContext) -> Program:
     result = (func.result.name, checker.result)
     if len(apps) == 1:
         (app,) = apps
-        spec = Spec(app.call.op, (*app.args, app.produced), False, limits, not func.parallel)
+        spec = Spec(app.op, (*app.args, app.produced), False, limits, not func.parallel)
         operand_params = (*app.arg_names, func.result.name)
         return Program(func.name, spec, params, result, operand_params)
     # Several ops: one graph op over the tensors the function reads, in order of first use.
-    statements = [Statement(a.name, a.call.op, a.arg_names) for a in apps]
+    statements = [Statement(a.name, a.op, a.arg_names) for a in apps]
     try:
         graph = GraphOp.build(canonical(statements, func.result.name), ctx.ruleset.ops)
     except ValueError as exc:
@@ -222,6 +222,7 @@ class _App:
     """One op application found by the check pass, with its operand TensorSpecs."""
 
     call: Call
+    op: str  # the key of the overload the call resolves to
     args: tuple[TensorSpec, ...] = attrs.field(converter=tuple)
     produced: TensorSpec
     arg_names: tuple[str, ...] = attrs.field(converter=tuple)
@@ -273,6 +274,13 @@ class _Checker:
         """The TensorSpec of ``expr`` and the name of the tensor it denotes; ``stmt`` is given
         when it assigns the declared result, ``target`` is the name a statement gives it."""
         if isinstance(expr, Var):
+            later = next((st for st in self.func.stmts if st.target == expr.name), None)
+            if expr.name not in self.env and later is not None:
+                raise SpecError(
+                    f"{expr.name!r} is read before it is assigned (on line "
+                    f"{later.loc.line}): statements run in order, so a cycle has no value",
+                    expr.loc,
+                )
             if expr.name not in self.env:
                 raise SpecError(
                     f"unknown tensor {expr.name!r} (not a parameter or an earlier result)",
@@ -286,9 +294,10 @@ class _Checker:
                 )
             self.read_names.add(expr.name)
             return self.env[expr.name], self.aliases.get(expr.name, expr.name)
-        opdef = self._opdef(expr)
         inferred = [self.infer(a, None) for a in expr.args]
         args = [ts for ts, _ in inferred]
+        out_rank = len(self.result.shape) if stmt is not None else None
+        key, opdef = self._opdef(expr, [len(ts.shape) for ts in args], out_rank)
         sizes = self._bind_sizes(expr, opdef, args)
         dtype_name = args[0].dtype if args else self.result.dtype
         if stmt is not None:
@@ -305,22 +314,54 @@ class _Checker:
             shape = tuple(sizes[ix] for ix in opdef.output.indices)
             produced = TensorSpec(shape, dtype_name, self.levels[0], _row_major(shape))
         name = target if target is not None else f"%{len(self.apps)}"
-        self.apps.append(_App(expr, tuple(args), produced, tuple(n for _, n in inferred), name))
+        if not self.ctx.ruleset.implementable(key):
+            raise SpecError(
+                f"{expr.op} has no kernel on target {self.ctx.target.name}, and no rewrite "
+                "decomposes it into ops that have",
+                expr.loc,
+            )
+        self.apps.append(
+            _App(expr, key, tuple(args), produced, tuple(n for _, n in inferred), name)
+        )
         return produced, name
 
-    def _opdef(self, call: Call) -> OpDef:
+    def _opdef(self, call: Call, ranks: list[int], out_rank: int | None) -> tuple[str, OpDef]:
+        """The key and definition of the overload of ``call.op`` for arguments of ``ranks``
+        (and a result of ``out_rank`` when it is the declared result)."""
         ops = self.ctx.ruleset.ops
-        if call.op not in ops:
-            close = difflib.get_close_matches(call.op, sorted(ops), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(ops))}"
+        overloads = ops.overloads(call.op)
+        if not overloads:
+            names = sorted(ops.names())
+            close = difflib.get_close_matches(call.op, names, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(names)}"
             raise SpecError(f"unknown op {call.op!r} ({hint})", call.loc)
-        opdef = ops[call.op]
-        want, got = len(opdef.inputs), len(call.args)
-        if want != got:
-            names = ", ".join(a.tensor for a in opdef.inputs)
-            takes = f"{want} argument{'s' if want != 1 else ''}" + (f" ({names})" if names else "")
+        got = len(call.args)
+        same_arity = [(k, d) for k, d in overloads if len(d.inputs) == got]
+        if not same_arity:
+            takes = " or ".join(
+                sorted({f"{len(d.inputs)} argument{'s' if len(d.inputs) != 1 else ''}"
+                        for _, d in overloads})
+            )  # fmt: skip
+            if len(overloads) == 1:
+                names_ = ", ".join(a.tensor for a in overloads[0][1].inputs)
+                takes += f" ({names_})" if names_ else ""
             raise SpecError(f"{call.op} takes {takes}, found {got}", call.loc)
-        return opdef
+        if len(same_arity) == 1:
+            return same_arity[0]  # rank mismatches are reported with the signature
+        key = ops.resolve(call.op, ranks, out_rank)
+        if key is None:
+            fits = [k for k, d in same_arity if [len(a.indices) for a in d.inputs] == ranks]
+            key = fits[0] if fits else None  # forms differing in the result: the first
+        if key is None:
+            forms = "; ".join(_signature(d) for _, d in same_arity)
+            found = ", ".join(str(r) for r in ranks)
+            raise SpecError(
+                f"no form of {call.op} takes arguments of rank {found} (forms: {forms})",
+                call.loc,
+            )
+        opdef = ops[key]
+        assert not isinstance(opdef, GraphOp)
+        return key, opdef
 
     def _bind_sizes(self, call: Call, opdef: OpDef, args: list[TensorSpec]) -> dict[str, int]:
         sizes: dict[str, int] = {}
@@ -381,7 +422,7 @@ class _Checker:
 
 def _signature(opdef: OpDef) -> str:
     ins = ", ".join(_access(a) for a in opdef.inputs)
-    return f"{opdef.name}({ins}) -> {_access(opdef.output)}"
+    return f"{opdef.name}({ins}) -> {_access(opdef.output)}"  # the declared name
 
 
 def _access(acc: Access) -> str:

@@ -71,5 +71,5 @@ class KernelAction(NodeBase):
         """The template over the operands' first elements."""
         kernel = em.ctx.ruleset.kernel(self.kernel)
         operands = {pat.name: element(v) for pat, v in zip(kernel.operands, views, strict=True)}
-        for line in kernel.render(operands):
+        for line in kernel.render(operands, dict(self.bindings)):
             em.emit(line)

@@ -39,7 +39,7 @@ GRAPH_PREFIX = "graph:"
 GRAPH_PATTERN = "graph"
 OUTPUT = "o"
 
-_STMT = re.compile(r"^([a-z][a-z0-9_]*)=([A-Za-z_][A-Za-z0-9_]*)\(([a-z0-9_,]*)\)$")
+_STMT = re.compile(r"^([a-z][a-z0-9_]*)=([A-Za-z_][A-Za-z0-9_./]*)\(([a-z0-9_,]*)\)$")
 
 
 def is_graph(op_name: str) -> bool:

@@ -65,6 +65,12 @@ class Reduce:
 Expr = Access | Const | BinOp | Func | Reduce
 
 FUNCS = {"max": np.maximum, "min": np.minimum, "exp": np.exp}
+#: Roundings (in units of the output's unit roundoff u) a function's result may be off by,
+#: for the tolerance of ``--check``: a kernel of ``exp`` must stay within 1.0e-7 relative
+#: (1.7 u; the vector kernels state their measured bound in their rule files, and C's expf
+#: is within 1 ulp), and its argument's own rounding is amplified by |x| (at most 2 for the
+#: differences softmax takes of inputs in [-1, 1)): 4 in all. ``max`` and ``min`` are exact.
+FUNC_ROUNDINGS = {"max": 0, "min": 0, "exp": 4}
 #: How each reduction combines, in NumPy: over axes, and two values into one.
 REDUCERS = {"sum": (np.sum, np.add), "max": (np.max, np.maximum)}
 BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
@@ -82,6 +88,27 @@ def _accesses(e: Expr) -> list[Access]:
     return []
 
 
+def _reduces(e: Expr) -> list[Reduce]:
+    if isinstance(e, Reduce):
+        return [e, *_reduces(e.body)]
+    if isinstance(e, BinOp):
+        return _reduces(e.lhs) + _reduces(e.rhs)
+    if isinstance(e, Func):
+        return [r for arg in e.args for r in _reduces(arg)]
+    return []
+
+
+def _func_roundings(e: Expr) -> int:
+    """The FUNC_ROUNDINGS of every function application in ``e``."""
+    if isinstance(e, Func):
+        return FUNC_ROUNDINGS[e.name] + sum(_func_roundings(a) for a in e.args)
+    if isinstance(e, BinOp):
+        return _func_roundings(e.lhs) + _func_roundings(e.rhs)
+    if isinstance(e, Reduce):
+        return _func_roundings(e.body)
+    return 0
+
+
 def _flops_per_point(e: Expr) -> int:
     if isinstance(e, BinOp):
         return 1 + _flops_per_point(e.lhs) + _flops_per_point(e.rhs)
@@ -93,6 +120,17 @@ def _flops_per_point(e: Expr) -> int:
 
 
 # ---- op definitions ---------------------------------------------------------------------
+
+
+def overload_key(op: OpDef) -> str:
+    """The name an overload of ``op.name`` goes by: the name and its operands' ranks
+    (inputs then output), e.g. ``add/2.1.2`` for ``add(a[i, j], b[j]) -> c[i, j]``."""
+    return f"{op.name}/" + ".".join(str(len(a.indices)) for a in op.operands)
+
+
+def base_name(key: str) -> str:
+    """The declared name of the op called ``key`` (an overload's key without its ranks)."""
+    return key.split("/", 1)[0]
 
 
 class IndexedOperands:
@@ -188,17 +226,44 @@ class OpDef(IndexedOperands):
         expression (``x / sum(k) x``): it has no accumulating form, so it may neither
         accumulate nor be split along that reduction."""
         if isinstance(self.expr, Reduce):
-            return self.expr.combiner
-        return None if self.reduction_vars else "sum"
+            return None if _reduces(self.expr.body) else self.expr.combiner
+        return None if self.reduction_vars or _reduces(self.expr) else "sum"
 
-    @property
+    @functools.cached_property
     def tileable_vars(self) -> tuple[str, ...]:
-        """Output indices ``tile_out`` may loop over: all of them (graphs restrict this)."""
-        return self.output.indices
+        """Output indices ``tile_out`` may loop over: those every use of every operand reads
+        at the dim its declaration puts them (not ``j`` of ``x[i, j] / sum(k) x[i, k]``,
+        whose inner reduction reads the whole row)."""
+        declared = {a.tensor: a.indices for a in self.inputs}
+        out = []
+        for v in self.output.indices:
+            ok = True
+            for use in _accesses(self.expr):
+                decl = declared[use.tensor]
+                if any((u == v) != (d == v) for u, d in zip(use.indices, decl, strict=True)):
+                    ok = False
+            if ok:
+                out.append(v)
+        return tuple(out)
 
     def rounding_steps(self, sizes: Mapping[str, int]) -> int:
-        """Roundings an output element collects: the reduction length (1 without one)."""
-        return math.prod(sizes[v] for v in self.reduction_vars)
+        """Roundings an output element collects: the reduction length, or that of the
+        reductions inside the expression (1 without any)."""
+        full = self._with_inner(sizes)
+        inner = [math.prod(full[v] for v in r.indices) for r in _reduces(self.expr)]
+        steps = max([math.prod(sizes[v] for v in self.reduction_vars), *inner])
+        return steps + _func_roundings(self.expr)
+
+    def _with_inner(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        """``sizes`` and the extents of indices only a reduction inside the expression
+        binds (``k`` of ``sum(k) x[i, k]`` runs along x's second dim)."""
+        out = dict(sizes)
+        declared = {a.tensor: a.indices for a in self.inputs}
+        for use in _accesses(self.expr):
+            for ix, decl in zip(use.indices, declared[use.tensor], strict=True):
+                if ix not in out and decl in sizes:
+                    out[ix] = sizes[decl]
+        return out
 
     def flops(self, sizes: Mapping[str, int]) -> int:
         """Arithmetic operations of one application over the full index space."""
@@ -255,7 +320,10 @@ class OpDef(IndexedOperands):
         return np.einsum(f"{subs}->{out}", *arrays)
 
     def _broadcast(self, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-        axes = {v: i for i, v in enumerate(self.index_vars)}
+        names = list(self.index_vars)
+        for r in _reduces(self.expr):
+            names.extend(v for v in r.indices if v not in names)
+        axes = {v: i for i, v in enumerate(names)}
         nd = len(axes)
 
         def ev(e: Expr) -> np.ndarray:

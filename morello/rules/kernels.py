@@ -1,7 +1,8 @@
 """Kernels: a pattern over a Spec, an affine cost, and a C template.
 
 Templates may contain ``{x}`` (operand ``x`` as a C lvalue: an element or a register
-variable) and ``{&x}`` (the address of ``x``'s first element); nothing else in braces is
+variable), ``{&x}`` (the address of ``x``'s first element) and ``{n}`` (the extent a dim
+variable of the pattern is bound to); nothing else in braces is
 substituted. Substitution is a small regex, never ``str.format``. Knows no kernel by name.
 """
 
@@ -59,10 +60,13 @@ class OperandPattern:
 
 @attrs.frozen
 class CostTerm:
-    """``factor * name * name ...``: names are cost coefficients or bound dim variables."""
+    """``factor * name * name ... [/ divisor]``: names are cost coefficients or bound dim
+    variables."""
 
     factor: int
     names: tuple[str, ...] = attrs.field(converter=tuple)
+    #: The term is divided by this, rounded up (``n * vector_op / 8``).
+    divisor: int = 1
 
 
 @attrs.frozen
@@ -113,13 +117,18 @@ class Kernel:
             value = term.factor
             for name in term.names:
                 value *= bindings[name] if name in bindings else coefficients[name]
-            total += value
+            total += -(-value // term.divisor)
         return total
 
-    def render(self, operands: Mapping[str, tuple[str, str]]) -> list[str]:
-        """C lines with ``{x}``/``{&x}`` replaced from ``operands[x] = (lvalue, address)``."""
+    def render(
+        self, operands: Mapping[str, tuple[str, str]], bindings: Mapping[str, int] = {}
+    ) -> list[str]:
+        """C lines with ``{x}``/``{&x}`` replaced from ``operands[x] = (lvalue, address)``
+        and ``{n}`` by the extent bound to dim variable ``n``."""
 
         def sub(m: re.Match[str]) -> str:
+            if m.group(2) not in operands:
+                return str(bindings[m.group(2)])
             lvalue, address = operands[m.group(2)]
             return address if m.group(1) else lvalue
 

@@ -17,8 +17,10 @@ import attrs
 
 from morello.errors import SourceLocation
 from morello.impl import Action
+from morello.layout import family_name
 from morello.nodes import BlockAction
 from morello.rules.graph import GRAPH_PATTERN, is_graph
+from morello.rules.index_notation import base_name
 from morello.rules.schemas import temp_buffers
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 
@@ -39,7 +41,7 @@ class OpPattern:
             return False
         if self.op == GRAPH_PATTERN:
             return is_graph(spec.op)
-        return self.op == "*" or self.op == spec.op
+        return self.op == "*" or self.op == base_name(spec.op)
 
 
 @attrs.frozen
@@ -82,8 +84,8 @@ class DecomposeRule:
     read. Its shape follows from the stage's op and the operands already known, its dtype is
     the pattern output's, and the search picks where it lives as it does for a move: every
     addressed level of the target, in each layout and vector size a new buffer there may
-    have. The block then holds the temporaries for its whole length (lowering the limits of
-    every stage).
+    have (register levels only with ``in registers``). The block then holds the temporaries
+    for its whole length (lowering the limits of every stage).
     """
 
     name: str
@@ -92,6 +94,8 @@ class DecomposeRule:
     output: str
     stages: tuple[Stage, ...] = attrs.field(converter=tuple)
     loc: SourceLocation | None = attrs.field(default=None, eq=False)
+    #: ``in registers``: temporaries only in register levels.
+    registers_only: bool = False
 
     @property
     def temporaries(self) -> tuple[str, ...]:
@@ -112,11 +116,20 @@ class DecomposeRule:
         if shapes is None:
             return
         names = (*self.params, self.output, *self.temporaries)
+        # A temporary is laid out like the output (row-major for a row-major output), at
+        # every addressed level: other layouts multiplied the Specs to search and won nothing.
+        out = spec.output
+        family = family_name(out.layout, out.shape)
+        layouts = ("*",) if family is None else (family,)
         choices = [
-            temp_buffers(TensorSpec(shape, spec.output.dtype, spec.output.level,
-                                    spec.output.layout), ctx)
+            temp_buffers(
+                TensorSpec(shape, out.dtype, out.level, out.layout),
+                ctx,
+                layouts,
+                registers_only=self.registers_only,
+            )
             for shape in shapes
-        ]  # fmt: skip
+        ]
         for placed in itertools.product(*choices):
             limits: tuple[int, ...] | None = spec.limits
             for _, ts in placed:

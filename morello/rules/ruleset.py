@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -21,7 +21,7 @@ from morello.lang._lark import read_source
 from morello.lang.rule_file import RuleFile, parse_rule_file
 from morello.layout import layout_by_name
 from morello.rules.graph import GRAPH_PATTERN, GraphOp, parse_graph_name
-from morello.rules.index_notation import OpDef
+from morello.rules.index_notation import OpDef, base_name, overload_key
 from morello.rules.kernels import Kernel
 from morello.rules.rewrites import DecomposeRule, Rule, SchemaRule
 from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES
@@ -77,14 +77,21 @@ def _read(
 
 
 class OpTable(Mapping[str, "OpDef | GraphOp"]):
-    """The declared ops by name, and graph ops by their canonical text, built on demand.
+    """The declared ops by key, and graph ops by their canonical text, built on demand.
 
-    Iterating yields the declared ops only (the graphs are unbounded in number).
+    An op name may be declared several times with operands of other ranks or number
+    (overloads, e.g. ``add`` of two matrices and ``add`` of a matrix and a row vector): the
+    first declaration goes by its name, each later one by ``overload_key``. ``resolve``
+    picks the overload for a call. Iterating yields the declared ops only (the graphs are
+    unbounded in number).
     """
 
     def __init__(self, declared: Mapping[str, OpDef]) -> None:
         self._declared = dict(declared)
         self._graphs: dict[str, GraphOp] = {}
+        self._by_name: dict[str, list[str]] = {}
+        for key in self._declared:
+            self._by_name.setdefault(base_name(key), []).append(key)
 
     def __getitem__(self, name: str) -> OpDef | GraphOp:
         got = self._declared.get(name)
@@ -106,6 +113,27 @@ class OpTable(Mapping[str, "OpDef | GraphOp"]):
 
     def __len__(self) -> int:
         return len(self._declared)
+
+    def names(self) -> list[str]:
+        """The declared op names (an overloaded name once)."""
+        return list(self._by_name)
+
+    def overloads(self, name: str) -> list[tuple[str, OpDef]]:
+        """Every (key, OpDef) declared under ``name``, in declaration order."""
+        return [(k, self._declared[k]) for k in self._by_name.get(name, ())]
+
+    def resolve(
+        self, name: str, input_ranks: Sequence[int], output_rank: int | None = None
+    ) -> str | None:
+        """The key of the overload of ``name`` taking inputs of ``input_ranks`` (and giving
+        ``output_rank`` if known); None if none or several fit."""
+        fits = [
+            k
+            for k, d in self.overloads(name)
+            if [len(a.indices) for a in d.inputs] == list(input_ranks)
+            and (output_rank is None or len(d.output.indices) == output_rank)
+        ]
+        return fits[0] if len(fits) == 1 else None
 
     def graph(self, graph: GraphOp) -> GraphOp:
         """Remember ``graph`` under its name (the one a Spec of it carries) and return it."""
@@ -132,6 +160,24 @@ class RuleSet:
             if op.is_identity:
                 out.setdefault(op.rank(0), name)
         return out
+
+    def implementable(self, op: str) -> bool:
+        """Whether some kernel computes ``op`` (in either form), or a decomposition rewrites
+        it into ops that are implementable."""
+        return op in self._implementable
+
+    @functools.cached_property
+    def _implementable(self) -> set[str]:
+        done = {k.op for k in self.kernels}
+        decompositions = [r for r in self.rules if isinstance(r, DecomposeRule)]
+        grew = True
+        while grew:
+            grew = False
+            for r in decompositions:
+                if r.op not in done and all(st.op in done for st in r.stages):
+                    done.add(r.op)
+                    grew = True
+        return done
 
     def kernel(self, name: str) -> Kernel:
         """The kernel called ``name``; KeyError if absent."""
@@ -196,13 +242,90 @@ def load_rule_set(
             log.info("skipping %s: target %s lacks %s", rf.path, target.name, ", ".join(unmet))
             continue
         for op in rf.ops:
+            key = op.name
             if op.name in ops:
-                raise RuleError(f"op {op.name!r} is declared twice", op.loc)
-            ops[op.name] = op
+                key = overload_key(op)
+                for other in (d for k, d in ops.items() if base_name(k) == op.name):
+                    if overload_key(other) == key:
+                        raise RuleError(
+                            f"op {op.name!r} is declared twice with operands of the same "
+                            "ranks (an overload needs other ranks or another number)",
+                            op.loc,
+                        )
+            ops[key] = op
         rules.extend(rf.rules)
         kernels.extend(rf.kernels)
-    _check(target, coefficients, ops, rules, kernels, schemas)
-    return RuleSet(OpTable(ops), tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
+    table = OpTable(ops)
+    kernels = [_resolve_kernel(k, table) for k in kernels]
+    rules = [r for rule in rules for r in _resolve_rule(rule, table)]
+    _check(target, coefficients, table, rules, kernels, schemas)
+    return RuleSet(table, tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
+
+
+def _no_overload(name: str, table: OpTable, ranks: Sequence[int], out: int | None) -> str:
+    def form(ins: Sequence[int], res: int | None) -> str:
+        return "(" + ", ".join(map(str, ins)) + ")" + ("" if res is None else f" -> {res}")
+
+    forms = ", ".join(
+        form([len(a.indices) for a in d.inputs], len(d.output.indices))
+        for _, d in table.overloads(name)
+    )
+    return f"no form of {name} has operand ranks {form(ranks, out)} (forms: {forms})"
+
+
+def _resolve_kernel(k: Kernel, table: OpTable) -> Kernel:
+    """``k`` with its op's name replaced by the key of the overload its pattern's ranks fit."""
+    overloads = table.overloads(k.op)
+    if not overloads:
+        raise RuleError(f"kernel {k.name}: unknown op {k.op!r}", k.loc)
+    if len(overloads) == 1:
+        return attrs.evolve(k, op=overloads[0][0])  # mismatches are reported by _check
+    ranks = [len(p.dims) for p in k.operands[:-1]]
+    key = table.resolve(k.op, ranks, len(k.operands[-1].dims))
+    if key is None:
+        msg = _no_overload(k.op, table, ranks, len(k.operands[-1].dims))
+        raise RuleError(f"kernel {k.name}: {msg}", k.loc)
+    return attrs.evolve(k, op=key)
+
+
+def _resolve_rule(rule: Rule, table: OpTable) -> list[Rule]:
+    """A decomposition per overload of its op whose stages all resolve (stage ops named by
+    key); schema rules unchanged."""
+    if not isinstance(rule, DecomposeRule):
+        return [rule]
+    if not table.overloads(rule.op):
+        raise RuleError(f"rewrite {rule.name}: unknown op {rule.op!r}", rule.loc)
+    out: list[Rule] = []
+    first_error = None
+    for key, opdef in table.overloads(rule.op):
+        if len(opdef.inputs) != len(rule.params):
+            continue
+        names = (*rule.params, rule.output)
+        ranks = dict(zip(names, (len(a.indices) for a in opdef.operands), strict=True))
+        stages = []
+        for st in rule.stages:
+            if any(a not in ranks for a in st.args):
+                unknown = next(a for a in st.args if a not in ranks)
+                raise RuleError(
+                    f"rewrite {rule.name}: {unknown!r} is read before it is assigned", rule.loc
+                )
+            arg_ranks = [ranks[a] for a in st.args]
+            if not table.overloads(st.op):
+                raise RuleError(f"rewrite {rule.name}: unknown op {st.op!r}", rule.loc)
+            stage_key = table.resolve(st.op, arg_ranks, ranks.get(st.target))
+            if stage_key is None:
+                first_error = first_error or _no_overload(
+                    st.op, table, arg_ranks, ranks.get(st.target)
+                )
+                break
+            ranks.setdefault(st.target, len(table[stage_key].output.indices))  # type: ignore[union-attr]
+            stages.append(attrs.evolve(st, op=stage_key))
+        else:
+            out.append(attrs.evolve(rule, op=key, stages=tuple(stages)))
+    if not out:
+        why = first_error or f"{rule.op} has no overload of {len(rule.params)} input(s)"
+        raise RuleError(f"rewrite {rule.name}: {why}", rule.loc)
+    return out
 
 
 def _no_accumulating_form(what: str, op: str) -> str:
@@ -215,7 +338,7 @@ def _no_accumulating_form(what: str, op: str) -> str:
 def _check(
     target: Target,
     coefficients: CostCoefficients,
-    ops: Mapping[str, OpDef],
+    ops: OpTable,
     rules: list[Rule],
     kernels: list[Kernel],
     schemas: Iterable[str],
@@ -229,11 +352,10 @@ def _check(
         if k.name in seen:
             raise RuleError(f"kernel {k.name!r} is declared twice", k.loc)
         seen.add(k.name)
-        if k.op not in ops:
-            raise RuleError(f"kernel {k.name}: unknown op {k.op!r}", k.loc)
         opdef = ops[k.op]
+        assert isinstance(opdef, OpDef)
         if k.accum and opdef.combiner is None:
-            raise RuleError(_no_accumulating_form(f"kernel {k.name}", k.op), k.loc)
+            raise RuleError(_no_accumulating_form(f"kernel {k.name}", base_name(k.op)), k.loc)
         if len(k.operands) != len(opdef.operands):
             raise RuleError(
                 f"kernel {k.name}: {k.op} takes {len(opdef.inputs)} input(s), "
@@ -278,14 +400,17 @@ def _check(
     for r in rules:
         if isinstance(r, SchemaRule):
             for p in r.patterns:
-                if p.op not in ("*", GRAPH_PATTERN) and p.op not in ops:
+                if p.op not in ("*", GRAPH_PATTERN) and not ops.overloads(p.op):
                     raise RuleError(f"rewrite {r.name}: unknown op {p.op!r}", r.loc)
-                if r.schema in splitting and p.op in ops and ops[p.op].combiner is None:
+                if r.schema in splitting and any(
+                    d.combiner is None for _, d in ops.overloads(p.op)
+                ):
                     raise RuleError(_no_accumulating_form(f"rewrite {r.name}", p.op), r.loc)
         elif isinstance(r, DecomposeRule):
-            for op in (r.op, *(s.op for s in r.stages)):
-                if op not in ops:
-                    raise RuleError(f"rewrite {r.name}: unknown op {op!r}", r.loc)
             for st in r.stages:
-                if st.accum and ops[st.op].combiner is None:
-                    raise RuleError(_no_accumulating_form(f"rewrite {r.name}", st.op), r.loc)
+                stage_def = ops[st.op]
+                assert isinstance(stage_def, OpDef)
+                if st.accum and stage_def.combiner is None:
+                    raise RuleError(
+                        _no_accumulating_form(f"rewrite {r.name}", base_name(st.op)), r.loc
+                    )

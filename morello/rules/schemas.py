@@ -154,7 +154,7 @@ class Pipeline:
         rest_map = tuple(index.get(t, temp_index) for t in rest_tensors)
         rest_op = graph.statements[-1].op if rest is None else ctx.ruleset.ops.graph(rest).name
         base = TensorSpec(shape, out.dtype, out.level, out.layout)
-        for layout_name, temp in temp_buffers(base, ctx):
+        for layout_name, temp in temp_buffers(base, ctx, rule.layouts):
             idx = ctx.target.level_index(temp.level)
             units = memory_units(temp, ctx.target.levels[idx], ctx.dtype(temp.dtype).size)
             limits = subtract_limits(ctx.target, spec.limits, idx, units)
@@ -347,12 +347,19 @@ def _buffers_for(
 
 
 def temp_buffers(
-    ts: TensorSpec, ctx: SynthesisContext
+    ts: TensorSpec,
+    ctx: SynthesisContext,
+    layouts: tuple[str, ...] = ("*",),
+    registers_only: bool = False,
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
     """Where a new temporary shaped like ``ts`` may live: every addressed level of the
-    target, in each of its layouts and vector sizes (as a move's new buffers)."""
+    target (every register level with ``registers_only``), in each of its layouts (those of
+    ``layouts`` unless ``*``) and vector sizes (as a move's new buffers)."""
+    names = ctx.target.layouts
+    if layouts != ("*",):
+        names = tuple(n for n in names if n in layouts) or names
     out: list[tuple[str | None, TensorSpec]] = []
     for lv in ctx.target.levels:
-        if lv.addressed:
-            out.extend(_buffers_for(ctx.target.layouts, ts, lv.name, ctx.target))
+        if lv.addressed and (lv.counts_registers or not registers_only):
+            out.extend(_buffers_for(names, ts, lv.name, ctx.target))
     return tuple(out)

@@ -47,7 +47,7 @@ SYNTAX_ERRORS = [
         "{path}:1:64: error: expected one of ';' or '}', found end of file",
     ),
     (_K + "    c {c} = 0;\n", "{path}:4:7: error: expected a string, found '{'"),
-    (_K, "{path}:3:19: error: expected one of '*', '+' or 'c', found end of file"),
+    (_K, "{path}:3:19: error: expected one of '*', '+', '/' or 'c', found end of file"),
     (
         'kernel k:\n    c: f32[1, 1] @RF = zero()\n    c "{c} = 0;"\n',
         "{path}:3:5: error: expected one of 'cost' or 'scratch', found 'c'",
@@ -173,8 +173,13 @@ RULE_SET_ERRORS = [
     ),
     (_kernel("c: f32[1, 1] @RF = zerox()"), "{path}:1:1: error: kernel k9: unknown op 'zerox'"),
     (
-        _kernel("c: f32[1] @RF = zero()"),
-        "{path}:1:1: error: kernel k9: operand c has rank 1, zero expects 2",
+        _kernel("c: f32[1] @RF += matmul(a: f32[1, 1] @RF, b: f32[1, 1] @RF)"),
+        "{path}:1:1: error: kernel k9: operand c has rank 1, matmul expects 2",
+    ),
+    (
+        _kernel("c: f32[1, 1, 1] @RF = zero()"),
+        "{path}:1:1: error: kernel k9: no form of zero has operand ranks () -> 3 "
+        "(forms: () -> 2, () -> 1)",
     ),
     (
         _kernel("c: f32[1, 1] @RF diag = zero()"),
@@ -186,9 +191,10 @@ RULE_SET_ERRORS = [
     ),
     (
         "op matmul(a[m, k], b[k, n]) -> c[m, n] = sum(k) a[m, k] * b[k, n]\n",
-        "{path}:1:1: error: op 'matmul' is declared twice",
+        "{path}:1:1: error: op 'matmul' is declared twice with operands of the same ranks "
+        "(an overload needs other ranks or another number)",
     ),
-    ("rewrite tile_out for relu\n", "{path}:1:1: error: rewrite tile_out: unknown op 'relu'"),
+    ("rewrite tile_out for gelu\n", "{path}:1:1: error: rewrite tile_out: unknown op 'gelu'"),
     (
         _NORM + "rewrite split for norm\n",
         "{path}:2:1: error: rewrite split: norm has no accumulating form (a reduction inside its "

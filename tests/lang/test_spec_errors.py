@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from morello.context import SynthesisContext
+from morello.context import SynthesisContext, make_context
 from morello.errors import MorelloError, SpecError, SpecSyntaxError
 from morello.lang import parse_spec_file
 from morello.lang._lark import _TERMINAL_NAMES, grammar, terminal_description
@@ -98,8 +98,8 @@ CHECK_ERRORS = [
         "{path}:2:9: error: unknown op 'matmull' (did you mean 'matmul'?)",
     ),
     (
-        _MM + "    c = relu(a)\n}\n",
-        "{path}:2:9: error: unknown op 'relu' (known: matmul, move, zero)",
+        _MM + "    c = gelu(a)\n}\n",
+        "{path}:2:9: error: unknown op 'gelu' (did you mean 'relu'?)",
     ),
     (
         "func f(a: f32[4, 8], b: f32[4, 8]) -> c: f32[4, 8] {\n    c = matmul(a, b)\n}\n",
@@ -145,6 +145,22 @@ CHECK_ERRORS = [
         "    y = matmul(h, v)\n"
         "}\n",
         "{path}:3:5: error: 'g' is assigned but never used",
+    ),
+    (
+        "func f(x: f32[4, 8]) -> y: f32[4, 8] {\n"
+        "    a = add(x, b)\n"
+        "    b = relu(a)\n"
+        "    y = relu(b)\n"
+        "}\n",
+        "{path}:2:16: error: 'b' is read before it is assigned (on line 3): statements run "
+        "in order, so a cycle has no value",
+    ),
+    (
+        "func f(x: f32[4, 8], w: f32[8, 8], b: f32[4]) -> y: f32[4, 8] {\n"
+        "    y = relu(add(matmul(x, w), b))\n"
+        "}\n",
+        "{path}:2:32: error: shape mismatch in add(a[i, j], b[j]) -> c[i, j]: j is 8 in "
+        "matmul(...) but 4 in b",
     ),
     (
         "func f(x: f32[2, 3], w: f32[3, 4], v: f32[5, 2]) -> y: f32[2, 2] {\n"
@@ -304,3 +320,16 @@ def test_errors_are_morello_errors_with_places(tmp_path: Path) -> None:
         parse_spec_file(path)
     assert info.value.loc is not None
     assert str(info.value) == f"{path}:1:5: error: expected a name, found end of file"
+
+
+def test_an_op_with_no_kernel_on_the_target_is_a_located_error(tmp_path: Path) -> None:
+    rules = tmp_path / "softplus.rules"
+    rules.write_text("op softplus(a[i, j]) -> c[i, j] = exp(a[i, j]) + 1\n", encoding="utf-8")
+    path = _write(tmp_path, "func f(x: f32[4, 8]) -> y: f32[4, 8] {\n    y = softplus(x)\n}\n")
+    (func,) = parse_spec_file(path).funcs
+    with pytest.raises(SpecError) as info:
+        build_program(func, make_context("zen1", extra_rules=[rules]))
+    assert info.value.format().splitlines()[0] == (
+        f"{path}:2:9: error: softplus has no kernel on target zen1, and no rewrite "
+        "decomposes it into ops that have"
+    )

@@ -35,6 +35,7 @@ from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.layout import layout_by_name
 from morello.nodes import KernelAction
+from morello.rules.index_notation import base_name
 from morello.rules.kernels import PLACEHOLDER, Kernel
 from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
@@ -121,7 +122,8 @@ def root_spec_text(kernel: Kernel, ctx: SynthesisContext, name: str, scale: int)
     )
     out = f"{opdef.output.tensor}_out"
     args = ", ".join(acc.tensor for acc in opdef.inputs)
-    return f"func {name}({params}) -> {out}: {types[-1]} {{\n    {out} = {kernel.op}({args})\n}}\n"
+    call = f"{base_name(kernel.op)}({args})"
+    return f"func {name}({params}) -> {out}: {types[-1]} {{\n    {out} = {call}\n}}\n"
 
 
 def only_kernel_for_its_op(ctx: SynthesisContext, kernel: Kernel) -> SynthesisContext:
