@@ -30,7 +30,7 @@ ZEN1 = Target(
     ),
     vector_types=(VectorType(dtype="f32", lanes=8, c_type="__m256"),),
     layouts=("row_major", "col_major"),
-    rule_sets=("core", "scalar", "x86_avx2"),
+    rule_sets=("core", "scalar", "scalar_exp", "x86_avx2", "x86_avx2_exp"),
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
     compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
     processors=1,
