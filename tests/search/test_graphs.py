@@ -127,6 +127,25 @@ def test_dp_equals_exhaustive_on_a_tiny_graph_of_three(ctx: SynthesisContext) ->
     assert result.cost == impl.cost
 
 
+TINY_GRAPHS_OF_OTHER_OPS = {
+    "relu-of-add-row": "func f(x: f32[1, 2], b: f32[2]) -> y: f32[1, 2] {\n"
+    "    y = relu(add(x, b))\n}\n",
+    "dense-relu": "func f(x: f32[1, 1], w: f32[1, 1], b: f32[1]) -> y: f32[1, 1] {\n"
+    "    y = relu(add(matmul(x, w), b))\n}\n",
+    "sum-of-exp": "func f(x: f32[1, 2]) -> y: f32[1] {\n    y = sum(exp(x))\n}\n",
+}
+
+
+@pytest.mark.parametrize(
+    "text", list(TINY_GRAPHS_OF_OTHER_OPS.values()), ids=list(TINY_GRAPHS_OF_OTHER_OPS)
+)
+def test_dp_equals_exhaustive_on_tiny_graphs_of_other_ops(ctx: SynthesisContext, text: str) -> None:
+    spec = program(ctx, text).spec
+    result = exhaustive_search(spec, ctx, max_trees=30_000)
+    impl, _ = synthesize(spec, ctx, {})
+    assert result.cost == impl.cost
+
+
 @pytest.mark.requires_isa("avx2", "fma")
 @pytest.mark.parametrize(
     "text",
