@@ -9,8 +9,9 @@ from pathlib import Path
 import attrs
 
 from morello.dtypes import Dtype, dtype
+from morello.lang.rule_sets import load_rule_set
 from morello.plugins import Plugins
-from morello.rules.ruleset import RuleSet, load_rule_set
+from morello.rules.ruleset import RuleSet
 from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES, Schema, SizePolicy
 from morello.target import CostCoefficients, Target
 

@@ -115,3 +115,58 @@ def test_architecture_installed_package_has_every_data_file(
     }
     installed = _resource_names(files(package), suffix)
     assert in_checkout <= installed, f"not installed from {folder}/: {in_checkout - installed}"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The ``morello.*`` modules ``path`` imports when it is imported (not for type checking
+    only, not inside functions)."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("morello."):
+                out.add(str(sub.module))
+    return out
+
+
+def _module_name(path: Path) -> str:
+    return _rel(path).removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
+def test_architecture_no_import_cycles() -> None:
+    graph = {_module_name(p): _runtime_imports(p) for p in _modules(ROOT / "morello")}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(mod: str) -> None:
+        state[mod] = 1
+        path.append(mod)
+        for dep in sorted(graph.get(mod, ())):
+            if state.get(dep) == 1:
+                cycle = [*path[path.index(dep) :], dep]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod)
+
+
+@pytest.mark.parametrize(
+    ("package", "must_not_import"),
+    [("rules", "lang"), ("rules", "context"), ("db", "search"), ("spec", "rules")],
+)
+def test_architecture_layering(package: str, must_not_import: str) -> None:
+    # Rules are data the parsers (lang) produce and the context holds; the memo table serves
+    # the search. (Imports for type checking only are allowed.)
+    folder = ROOT / "morello" / package
+    paths = _modules(folder) if folder.is_dir() else [ROOT / "morello" / f"{package}.py"]
+    for p in paths:
+        bad = [m for m in _runtime_imports(p) if m.split(".")[1] == must_not_import]
+        assert not bad, f"{_rel(p)} imports {bad}"

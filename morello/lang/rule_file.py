@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-import attrs
 import lark
 
 from morello.errors import RuleError, RuleSyntaxError, SourceLocation
@@ -37,22 +36,10 @@ from morello.rules.rewrites import (
     SchemaRule,
     Stage,
 )
+from morello.rules.ruleset import RuleFile
 from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES
 
 _KERNEL_PROPS = ("contiguous",)
-
-
-@attrs.frozen
-class RuleFile:
-    """The declarations of one ``.rules`` file; its rule-set name is the file stem."""
-
-    rule_set: str
-    path: str
-    requires: tuple[str, ...]
-    includes: tuple[str, ...]
-    ops: tuple[OpDef, ...]
-    rules: tuple[Rule, ...]
-    kernels: tuple[Kernel, ...]
 
 
 def parse_rule_file(

@@ -1,8 +1,10 @@
 """RuleSet: the ops, rewrites and kernels one target enables, assembled from rule files.
 
-Built-in rule files are package data of ``morello_rules``; a rule file's rule-set name is its
-file stem, and a target enables rule sets by name. Extra files (from plugins or ``--rules``)
-are always enabled. Knows no rule set by name.
+``assemble_rule_set`` merges parsed rule files (``RuleFile``, what ``morello.lang.rule_file``
+makes of one file): it resolves overloads, checks declarations against each other and the
+target, and skips files whose required CPU features the target lacks. Finding and reading
+the files is ``morello.lang.rule_sets``'s job, so this package imports no parser. Knows no
+rule set by name.
 """
 
 from __future__ import annotations
@@ -10,70 +12,37 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from importlib.resources import files
-from importlib.resources.abc import Traversable
-from pathlib import Path
 
 import attrs
 
 from morello.errors import RuleError
-from morello.lang._lark import read_source
-from morello.lang.rule_file import RuleFile, parse_rule_file
 from morello.layout import layout_by_name
 from morello.rules.graph import GRAPH_PATTERN, GraphOp, parse_graph_name
 from morello.rules.index_notation import OpDef, base_name, overload_key
 from morello.rules.kernels import Kernel
 from morello.rules.rewrites import DecomposeRule, Rule, SchemaRule
-from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES
 from morello.spec import TensorSpec
 from morello.target import CostCoefficients, Target
 
 log = logging.getLogger(__name__)
 
-_RULES_PACKAGE = "morello_rules"
 
+@attrs.frozen
+class RuleFile:
+    """The declarations of one ``.rules`` file; its rule-set name is the file stem."""
 
-def builtin_rule_files() -> list[Traversable]:
-    """Every ``.rules`` file shipped with the package, sorted by path."""
-    out: list[tuple[str, Traversable]] = []
-
-    def walk(node: Traversable, prefix: str) -> None:
-        for child in node.iterdir():
-            if child.is_dir():
-                walk(child, f"{prefix}{child.name}/")
-            elif child.name.endswith(".rules"):
-                out.append((prefix + child.name, child))
-
-    walk(files(_RULES_PACKAGE), "")
-    return [t for _, t in sorted(out, key=lambda p: p[0])]
-
-
-def _expand_paths(paths: Iterable[Traversable | Path | str]) -> list[Traversable | Path]:
-    out: list[Traversable | Path] = []
-    for p in paths:
-        node = Path(p) if isinstance(p, str) else p
-        if node.is_dir():
-            out.extend(
-                sorted(
-                    (c for c in node.iterdir() if c.name.endswith(".rules")),
-                    key=lambda c: c.name,
-                )
-            )
-        else:
-            out.append(node)
-    return out
+    rule_set: str
+    path: str
+    requires: tuple[str, ...]
+    includes: tuple[str, ...]
+    ops: tuple[OpDef, ...]
+    rules: tuple[Rule, ...]
+    kernels: tuple[Kernel, ...]
 
 
 def _schema_object(schemas: Iterable[str], name: str) -> object:
     """The schema called ``name`` when ``schemas`` maps names to schemas (else None)."""
     return schemas.get(name) if isinstance(schemas, Mapping) else None
-
-
-def _read(
-    node: Traversable | Path, schemas: Iterable[str], size_policies: Iterable[str]
-) -> RuleFile:
-    text = read_source(node, "rule file", RuleError)
-    return parse_rule_file(str(node), text, schemas, size_policies)
 
 
 class OpTable(Mapping[str, "OpDef | GraphOp"]):
@@ -206,33 +175,19 @@ def layout_named(name: str, ts: TensorSpec) -> bool:
     return canon is not None and canon.dims == ts.layout.dims
 
 
-def load_rule_set(
+def assemble_rule_set(
     target: Target,
     coefficients: CostCoefficients,
-    extra: Iterable[Traversable | Path | str] = (),
-    schemas: Iterable[str] = BUILTIN_SCHEMAS,
-    size_policies: Iterable[str] = BUILTIN_SIZE_POLICIES,
+    chosen: Sequence[RuleFile],
+    schemas: Iterable[str],
 ) -> RuleSet:
-    """Assemble the rule set of ``target`` from built-in and extra rule files.
+    """The rule set of ``target`` from the rule files ``chosen`` for it, in order.
 
-    ``schemas`` and ``size_policies`` are the names rule files may use (the registered ones).
+    ``schemas`` are the registered schemas (a mapping from names, or just the names).
 
     Raises:
-        RuleError: a file is unreadable or wrong, or declarations disagree across files.
+        RuleError: declarations disagree with each other or with the target.
     """
-    chosen: list[RuleFile] = []
-    for node in builtin_rule_files():
-        stem = node.name[: -len(".rules")]
-        if stem in target.rule_sets:
-            chosen.append(_read(node, schemas, size_policies))
-    known_sets = {rf.rule_set for rf in chosen}
-    missing = [s for s in target.rule_sets if s not in known_sets]
-    chosen.extend(_read(node, schemas, size_policies) for node in _expand_paths(extra))
-    if missing and not any(rf.rule_set in missing for rf in chosen):
-        raise RuleError(
-            f"target {target.name!r} enables rule set(s) {', '.join(missing)} "
-            "but no such rule files are installed"
-        )
     ops: dict[str, OpDef] = {}
     rules: list[Rule] = []
     kernels: list[Kernel] = []

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from morello.lang import RuleFile, parse_rule_file
+from morello.lang.rule_sets import builtin_rule_files
 from morello.rules.index_notation import Access
 from morello.rules.kernels import CostTerm
 from morello.rules.rewrites import DecomposeRule, OpPattern, SchemaRule, Stage
-from morello.rules.ruleset import builtin_rule_files
 
 MOVE_OPS = [
     "matmul",
