@@ -17,8 +17,8 @@ pass must report; ``rejection_problem`` checks it. ``check_case`` runs a valid o
 ``--check`` does: synthesize, lower, compile, compare with NumPy on the inputs of seed 0.
 
 Valid cases whose result is more sensitive to input rounding than ``--check``'s tolerance
-(``codegen.harness.tolerance``) allows, or not finite, are drawn again: comparing them
-would test rounding luck, not the generated code. Knows no op by name.
+(``codegen.harness.tolerance``) allows, or NaN, are drawn again: comparing them would test
+rounding luck, not the generated code. Knows no op by name.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ KIND_WEIGHTS = {
     "copy": 0.3,
     "fill": 0.5,
 }
-INVALID_KINDS = ("shape", "unused", "unknown_op", "undefined")
 
 
 class NoCheckableCase(Exception):
@@ -74,7 +73,9 @@ class FuzzOptions:
     """What ``random_case`` draws.
 
     Most extents are at most ``max_extent``; a share ``large_share`` goes up to
-    ``large_extent`` (never below ``max_extent``).
+    ``large_extent`` (never below ``max_extent``). A valid case is drawn again when moving
+    its inputs by ``probe_roundings`` units of roundoff moves the reference by more than
+    the tolerance (0: only non-finite references are drawn again).
     """
 
     max_extent: int = 24
@@ -86,6 +87,7 @@ class FuzzOptions:
     narrow_share: float = 0.5
     col_major_share: float = 0.3
     parallel_share: float = 0.03
+    probe_roundings: float = 1.0
     max_attempts: int = 50
 
 
@@ -239,7 +241,10 @@ class _Builder:
         node = _App(key, opdef, vars_)
         shares = self.split(budget - 1, len(opdef.inputs))
         for acc, share in zip(opdef.inputs, shares, strict=True):
-            arg_vars = tuple(sizes.setdefault(ix, self.new_var()) for ix in acc.indices)
+            for ix in acc.indices:
+                if ix not in sizes:
+                    sizes[ix] = self.new_var()
+            arg_vars = tuple(sizes[ix] for ix in acc.indices)
             arg = self.operand(arg_vars, share)
             node.args.append(arg)
             if isinstance(arg, _App):
@@ -313,15 +318,16 @@ def random_case(
     """One random function named ``name`` (valid, or invalid with its expected error)."""
     options = options or FuzzOptions()
     invalid = rng.random() < options.invalid_share
-    for _ in range(options.max_attempts):
+    for attempt in range(options.max_attempts):
         b = _Builder(rng, ctx, options)
         root = _draw_tree(b)
         _choose_statements(b, root)
         if invalid:
             return _make_invalid(b, root, name)
         text, _ = _render(b, root, name)
-        case = FuzzCase(name, text, frozenset(b.features | _shape_features(b)))
-        if _checkable(case, ctx):
+        redrawn = {"redrawn"} if attempt else set()
+        case = FuzzCase(name, text, frozenset(b.features | _shape_features(b) | redrawn))
+        if _checkable(case, ctx, options.probe_roundings):
             return case
     raise NoCheckableCase(f"no checkable case in {options.max_attempts} draws")
 
@@ -381,7 +387,9 @@ def _shape_features(b: _Builder) -> set[str]:
     out = set()
     for p in b.params:
         for n in b.shape(p.vars):
-            out.add("extent-1" if n == 1 else "extent-x8" if n % 8 == 0 else "extent-odd")
+            out.add("extent-1" if n == 1 else "extent-x8" if n % 8 == 0 else "extent-not-x8")
+            if n > b.options.max_extent:
+                out.add("extent-large")
     return out
 
 
@@ -477,7 +485,7 @@ def _unknown_op(b: _Builder, root: _App, name: str) -> FuzzCase:
     """An op name the rule set does not declare."""
     node = b.rng.choice(b.apps)
     known = set(b.ops_names)
-    spellings = [node.opdef.name + "s", node.opdef.name[:-1], "frobnicate", "matmull"]
+    spellings = [node.opdef.name + "s", node.opdef.name[:-1], "frobnicate", "no_such_op"]
     node.spelled = b.rng.choice([s for s in spellings if s and s not in known])
     text, tokens = _render(b, root, name)
     place = tokens.calls[id(node)]
@@ -580,23 +588,26 @@ def program_of(case: FuzzCase, ctx: SynthesisContext) -> Program:
     return build_program(func, ctx)
 
 
-def _checkable(case: FuzzCase, ctx: SynthesisContext) -> bool:
-    """Whether the reference is finite and moves less than half the tolerance when the
-    inputs move by a few roundings (see the module docstring)."""
+def _checkable(case: FuzzCase, ctx: SynthesisContext, roundings: float) -> bool:
+    """Whether the reference has no NaN, a finite tolerance wherever it is finite, and moves
+    by no more than the tolerance when the inputs move by ``roundings`` units of roundoff
+    (see the module docstring)."""
     prog = program_of(case, ctx)
     inputs = random_inputs(prog, ctx, CHECK_SEED)
     with np.errstate(all="ignore"):
         want = reference(prog, inputs, ctx)
         allowed = tolerance(prog, inputs, ctx)
-        if not (np.isfinite(want).all() and np.isfinite(allowed).all()):
+        if np.isnan(want).any() or not np.isfinite(allowed[np.isfinite(want)]).all():
             return False
         u = ctx.dtype(RESULT_DTYPE).unit_roundoff
         rng = np.random.default_rng(CHECK_SEED)
-        for _ in range(2):
+        for _ in range(2 if roundings else 0):
             moved = {
-                k: v * (1 + 4 * u * rng.uniform(-1, 1, np.shape(v))) for k, v in inputs.items()
+                k: v * (1 + roundings * u * rng.uniform(-1, 1, np.shape(v)))
+                for k, v in inputs.items()
             }
-            if not (np.abs(reference(prog, moved, ctx) - want) <= allowed / 2).all():
+            got = reference(prog, moved, ctx)
+            if not (np.where(got == want, 0.0, np.abs(got - want)) <= allowed).all():
                 return False
     return True
 

@@ -60,8 +60,9 @@ def default_db_path(target_name: str) -> Path:
 
 
 #: Raised whenever the actions the engine offers change meaning for the same rules (so that
-#: answers found before are not reused): 2 = vector-register tiles must be whole registers.
-SEARCH_REVISION: Final = 2
+#: answers found before are not reused): 2 = vector-register tiles must be whole registers;
+#: 3 = temporaries laid out like the output, no tiling across a reduction inside an op.
+SEARCH_REVISION: Final = 3
 
 
 def fingerprint(ctx: SynthesisContext) -> str:
