@@ -37,7 +37,12 @@ from morello.rules.rewrites import (
     Stage,
 )
 from morello.rules.ruleset import RuleFile
-from morello.rules.schemas import BUILTIN_SCHEMAS, BUILTIN_SIZE_POLICIES
+from morello.rules.schemas import (
+    BUILTIN_SCHEMAS,
+    BUILTIN_SIZE_POLICIES,
+    LEVEL_KINDS,
+    OPERAND_SETS,
+)
 
 _KERNEL_PROPS = ("contiguous",)
 
@@ -221,9 +226,26 @@ class _Builder:
             patterns.append(OpPattern(toks[-1], accum_only=len(toks) == 2))
         sizes = "pow2"
         layouts: tuple[str, ...] = ("*",)
+        into: tuple[str, ...] = LEVEL_KINDS
+        operands = "all"
         for opt in options:
             assert isinstance(opt, lark.Tree)
-            if opt.data == "sizes_option":
+            if opt.data == "operands_option":
+                operands = str(opt.children[0])
+                if operands not in OPERAND_SETS:
+                    raise RuleError(
+                        f"unknown operand set {operands!r} (known: {', '.join(OPERAND_SETS)})",
+                        self.loc(opt),
+                    )
+            elif opt.data == "into_option":
+                into = tuple(str(t) for t in opt.children)
+                for kind in into:
+                    if kind not in LEVEL_KINDS:
+                        raise RuleError(
+                            f"unknown kind of level {kind!r} (known: {', '.join(LEVEL_KINDS)})",
+                            self.loc(opt),
+                        )
+            elif opt.data == "sizes_option":
                 sizes = str(opt.children[0])
                 if sizes not in self.size_policies:
                     raise RuleError(
@@ -232,7 +254,9 @@ class _Builder:
                     )
             else:
                 layouts = tuple(str(t) for t in opt.children)
-        self.rules.append(SchemaRule(str(name_tok), tuple(patterns), sizes, layouts, loc))
+        self.rules.append(
+            SchemaRule(str(name_tok), tuple(patterns), sizes, layouts, loc, into, operands)
+        )
 
     def _decompose_rewrite(self, item: lark.Tree[lark.Token]) -> None:
         ch = list(item.children)

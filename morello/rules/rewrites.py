@@ -21,7 +21,7 @@ from morello.layout import family_name
 from morello.nodes import BlockAction
 from morello.rules.graph import GRAPH_PATTERN, is_graph
 from morello.rules.index_notation import base_name
-from morello.rules.schemas import temp_buffers
+from morello.rules.schemas import LEVEL_KINDS, temp_buffers
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 
 if TYPE_CHECKING:
@@ -46,13 +46,18 @@ class OpPattern:
 
 @attrs.frozen
 class SchemaRule:
-    """``rewrite <schema> for <ops> [sizes pow2|all] [layouts ...]``."""
+    """``rewrite <schema> for <ops> [sizes pow2|all] [layouts ...] [into <kinds>]
+    [operands all|inputs]``."""
 
     schema: str
     patterns: tuple[OpPattern, ...] = attrs.field(converter=tuple)
     sizes: str = "pow2"
     layouts: tuple[str, ...] = attrs.field(default=("*",), converter=tuple)
     loc: SourceLocation | None = attrs.field(default=None, eq=False)
+    #: The kinds of level a move may bring operands into (all by default).
+    into: tuple[str, ...] = attrs.field(default=LEVEL_KINDS, converter=tuple)
+    #: Which operands a move may move: ``all``, or ``inputs`` (not the output).
+    operands: str = "all"
 
     @property
     def name(self) -> str:

@@ -27,12 +27,26 @@ from morello.layout import Layout, layout_by_name
 from morello.nodes import BlockAction, LoopAction, MoveAction
 from morello.rules.graph import GraphOp
 from morello.spec import Spec, TensorSpec, cache_ways, memory_units, subtract_limits
-from morello.target import Target
+from morello.target import MemoryLevel, Target
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
     from morello.impl import Action
     from morello.rules.rewrites import SchemaRule
+
+#: Kinds of memory level a rule may name (``into cache, memory``): levels without addresses
+#: (caches), addressed levels of buffers (memory), and register levels.
+LEVEL_KINDS = ("cache", "memory", "registers")
+#: Which operands a rule may name (``operands inputs``): all of them, or the inputs only.
+OPERAND_SETS = ("all", "inputs")
+
+
+def level_kind(level: MemoryLevel) -> str:
+    """Which of LEVEL_KINDS ``level`` is."""
+    if level.counts_registers:
+        return "registers"
+    return "memory" if level.addressed else "cache"
+
 
 #: A size policy: the loop steps offered for an extent (each below it), in increasing order.
 SizePolicy = Callable[[int], Sequence[int]]
@@ -244,6 +258,8 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
     target = ctx.target
     last = len(spec.operands) - 1
     for idx, ts in enumerate(spec.operands):
+        if idx == last and rule.operands == "inputs":
+            continue
         copy_op = ctx.ruleset.copy_op(len(ts.shape))
         if copy_op is None:
             continue
@@ -253,6 +269,8 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
         writes = idx == last
         for dest_name in src_level.moves_to:
             dest_level = target.level(dest_name)
+            if level_kind(dest_level) not in rule.into:
+                continue
             level_idx = target.level_index(dest_name)
             for layout_name, dest in _destinations(rule, ts, dest_level.name, ctx):
                 if dest == ts:

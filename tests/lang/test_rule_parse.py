@@ -67,8 +67,11 @@ def test_rule_parse_core_rewrites() -> None:
         SchemaRule("split", (OpPattern("*", accum_only=True),), "pow2", ("*",)),
         SchemaRule("move", tuple(map(OpPattern, MOVE_OPS)), "pow2", ("*",)),
     )
-    assert rules[6] == SchemaRule("pipeline", (OpPattern("graph"),), "pow2", ("row_major",))
-    to_accum = rules[3]
+    assert rules[3] == SchemaRule(
+        "move", (OpPattern("graph"),), "pow2", ("*",), into=("cache",), operands="inputs"
+    )
+    assert rules[7] == SchemaRule("pipeline", (OpPattern("graph"),), "pow2", ("row_major",))
+    to_accum = rules[4]
     assert isinstance(to_accum, DecomposeRule)
     assert (to_accum.name, to_accum.op, to_accum.params, to_accum.output) == (
         "to_accum",

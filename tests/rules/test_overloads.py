@@ -13,8 +13,10 @@ from morello.errors import RuleError, SpecError
 from morello.lang.rule_file import parse_rule_file
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.layout import row_major
+from morello.nodes import MoveAction
 from morello.rules.rewrites import DecomposeRule
 from morello.rules.schemas import temp_buffers
+from morello.search.expand import spec_actions
 from morello.spec import TensorSpec
 
 
@@ -127,3 +129,29 @@ def test_a_dim_named_like_an_operand_is_an_error(tmp_path: Path) -> None:
     )
     with pytest.raises(RuleError, match="'c' names both an operand and a dimension"):
         parse_rule_file(path)
+
+
+def test_into_limits_the_kinds_of_level_a_move_brings_operands_into(tmp_path: Path) -> None:
+    path = tmp_path / "into.rules"
+    path.write_text("rewrite move for graph into cache\nrewrite move for matmul into memory\n")
+    cache, memory = parse_rule_file(path).rules
+    assert cache.into == ("cache",) and memory.into == ("memory",)  # type: ignore[union-attr]
+    bad = tmp_path / "bad.rules"
+    bad.write_text("rewrite move for graph into disk\n")
+    with pytest.raises(RuleError, match="unknown kind of level 'disk'"):
+        parse_rule_file(bad)
+    bad.write_text("rewrite move for graph operands outputs\n")
+    with pytest.raises(RuleError, match="unknown operand set 'outputs'"):
+        parse_rule_file(bad)
+
+
+def test_graph_moves_go_into_the_cache_only(ctx: SynthesisContext) -> None:
+    text = (
+        "func f(x: f32[4, 8], w: f32[8, 8], b: f32[8]) -> y: f32[4, 8] {\n"
+        "    y = relu(add(matmul(x, w), b))\n}\n"
+    )
+    spec = _program(ctx, text).spec
+    moves = [a for a in spec_actions(spec, ctx) if isinstance(a, MoveAction)]
+    assert moves
+    assert {ctx.target.level(m.dest.level).addressed for m in moves} == {False}
+    assert {m.operand for m in moves} == {0, 1, 2}  # the inputs, not the output
