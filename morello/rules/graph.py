@@ -169,7 +169,8 @@ class GraphOp(IndexedOperands):
 
     @functools.cached_property
     def _classes(self) -> tuple[dict[tuple[str, int], str], frozenset[str]]:
-        """Each (tensor, dim) -> its variable, and the variables some statement reduces."""
+        """Each (tensor, dim) -> its variable, and the variables some statement reduces or
+        cannot tile."""
         uf = _Classes()
         for n, (s, d) in enumerate(zip(self.statements, self.defs, strict=True)):
             for acc, tensor in zip(d.operands, (*s.args, s.target), strict=True):
@@ -189,10 +190,13 @@ class GraphOp(IndexedOperands):
         for node in uf.parent:
             if not str(node[0]).startswith("#"):
                 dims[(str(node[0]), int(node[1]))] = names[uf.find(node)]  # type: ignore[call-overload]
+        # Not tileable: a statement's reduction index, and an output index the statement's op
+        # cannot tile (a row its inner reduction reads whole, as softmax's).
         reduced = frozenset(
             names[uf.find((f"#{n}", ix))]
             for n, d in enumerate(self.defs)
-            for ix in d.reduction_vars
+            for ix in d.index_vars
+            if ix in d.reduction_vars or ix not in d.tileable_vars
         )
         return dims, reduced
 

@@ -101,6 +101,15 @@ def test_rules_offer_pipelines_and_fused_tiles(ctx: SynthesisContext) -> None:
     assert body.op == spec.op and body.operands[0].shape[0] < 2
 
 
+def test_a_graph_is_not_tiled_along_a_row_a_statement_reads_whole(
+    ctx: SynthesisContext,
+) -> None:
+    text = "func g(a: f32[2, 19]) -> y: f32[2, 19] {\n    y = softmax(add(a, a))\n}\n"
+    graph = ctx.ruleset.ops[program(ctx, text).spec.op]
+    assert isinstance(graph, GraphOp)
+    assert graph.tileable_vars == (graph.output.indices[0],)
+
+
 def test_three_statements_pipeline_into_a_graph_of_two(ctx: SynthesisContext) -> None:
     spec = program(ctx, chain3(4, 8)).spec
     pipe = next(
