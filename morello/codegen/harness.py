@@ -113,17 +113,18 @@ def reference(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
 
 
 def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext) -> np.ndarray:
-    """Per-element error bound: ``(n + 2) * u * reference(|inputs|)`` plus a tiny floor.
+    """Per-element error bound: twice the first-order bound the op's index notation gives
+    for these inputs (``OpDef.error_bound``; for a graph, statement by statement), plus a
+    tiny floor of 8 u.
 
-    For a graph, ``n`` sums its statements' reduction lengths, plus two for each statement
-    after the first (each rounds its result once more), and the magnitude is the graph
-    evaluated on the inputs' absolute values.
-
-    ``n`` is the reduction length and ``u`` the unit roundoff of the output dtype; this is the
-    classic bound for recursive summation of products (fused multiply-adds only tighten it),
-    applied to the same expression over absolute values. A function adds the roundings its
-    implementations are stated to stay within (``index_notation.FUNC_ROUNDINGS``: 4 for
-    ``exp``: kernels of it stay within 1.0e-7 relative error, C's expf within 1 ulp).
+    ``u`` is the unit roundoff of the output dtype. The bound follows each value through the
+    expression: sums add errors, products and quotients weigh them by magnitudes, ``exp``
+    scales its argument's error by its value and adds the error its kernels are stated to
+    stay within (``index_notation.FUNC_ROUNDINGS``), every operation rounds once, and a
+    reduction of n terms adds n u times the sum of their magnitudes (the classic bound for
+    recursive summation; fused multiply-adds only tighten it). The factor of two leaves room
+    for implementations that round a little more often than the notation (a quotient as a
+    reciprocal and a product, a sum split into lane-wise partial sums).
 
     Inputs narrower than the output (bf16 into f32) need nothing more: the inputs are exact
     bf16 values, each product of two has at most 16 significant bits and so is exact in f32,
@@ -132,13 +133,10 @@ def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
     """
     opdef = ctx.ruleset.ops[program.spec.op]
     spec = program.spec
-    sizes = opdef.sizes([t.shape for t in spec.operands])
-    assert isinstance(sizes, dict)
-    n = opdef.rounding_steps(sizes)
     u = ctx.dtype(spec.output.dtype).unit_roundoff
-    args = [np.abs(inputs[name]).astype(np.float64) for name in program.operand_params[:-1]]
-    magnitude = np.abs(opdef.reference(args, np.zeros(spec.output.shape)))
-    return (n + 2) * u * magnitude + 8 * u
+    args = [np.asarray(inputs[name], dtype=np.float64) for name in program.operand_params[:-1]]
+    _, err = opdef.error_bound(args, [np.zeros_like(a) for a in args], spec.output.shape, u)
+    return 2 * err + 8 * u
 
 
 def compare(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> Comparison:

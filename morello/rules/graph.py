@@ -283,16 +283,30 @@ class GraphOp(IndexedOperands):
             total += d.flops(local)
         return total
 
-    def rounding_steps(self, sizes: Mapping[str, int]) -> int:
-        """How many roundings an output element may accumulate through the statements: each
-        statement's reduction length, plus two for every statement after the first."""
-        total = 0
+    def error_bound(
+        self,
+        inputs: Sequence[np.ndarray],
+        errors: Sequence[np.ndarray],
+        shape: tuple[int, ...],
+        u: float,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The graph's value and error bound (``OpDef.error_bound``), statement by statement:
+        each statement's inputs carry the errors the earlier statements bound."""
+        env = {
+            t: (np.asarray(x, dtype=np.float64), np.asarray(e, dtype=np.float64))
+            for t, x, e in zip(self.input_names, inputs, errors, strict=True)
+        }
+        sizes: dict[str, int] = {}
+        for acc, arr in zip(self.operands, [*inputs, np.empty(shape)], strict=True):
+            sizes.update(zip(acc.indices, np.shape(arr), strict=False))
         for s, d in zip(self.statements, self.defs, strict=True):
-            shapes = [self.tensor_shape(t, sizes) for t in (*s.args, s.target)]
-            local = d.sizes(shapes)
-            assert isinstance(local, dict)
-            total += d.rounding_steps(local) + 2
-        return total - 2
+            env[s.target] = d.error_bound(
+                [env[a][0] for a in s.args],
+                [env[a][1] for a in s.args],
+                self.tensor_shape(s.target, sizes),
+                u,
+            )
+        return env[OUTPUT]
 
     def reference(
         self, inputs: Sequence[np.ndarray], out: np.ndarray | None = None, accum: bool = False

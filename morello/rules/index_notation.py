@@ -65,12 +65,12 @@ class Reduce:
 Expr = Access | Const | BinOp | Func | Reduce
 
 FUNCS = {"max": np.maximum, "min": np.minimum, "exp": np.exp}
-#: Roundings (in units of the output's unit roundoff u) a function's result may be off by,
-#: for the tolerance of ``--check``: a kernel of ``exp`` must stay within 1.0e-7 relative
-#: (1.7 u; the vector kernels state their measured bound in their rule files, and C's expf
-#: is within 1 ulp), and its argument's own rounding is amplified by |x| (at most 2 for the
-#: differences softmax takes of inputs in [-1, 1)): 4 in all. ``max`` and ``min`` are exact.
-FUNC_ROUNDINGS = {"max": 0, "min": 0, "exp": 4}
+#: The relative error, in units of the unit roundoff u, that an implementation of each
+#: function may add to its result, for the tolerance of ``--check`` (``error_bound``): a
+#: kernel of ``exp`` must stay within 1.0e-7 relative (1.7 u; the vector kernels state
+#: their bound, measured over every f32, in their rule files; C's expf is within 1 ulp).
+#: The error its argument carries is propagated separately (amplified by the result).
+FUNC_ROUNDINGS = {"max": 0, "min": 0, "exp": 2}
 #: How each reduction combines, in NumPy: over axes, and two values into one.
 REDUCERS = {"sum": (np.sum, np.add), "max": (np.max, np.maximum)}
 BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
@@ -96,17 +96,6 @@ def _reduces(e: Expr) -> list[Reduce]:
     if isinstance(e, Func):
         return [r for arg in e.args for r in _reduces(arg)]
     return []
-
-
-def _func_roundings(e: Expr) -> int:
-    """The FUNC_ROUNDINGS of every function application in ``e``."""
-    if isinstance(e, Func):
-        return FUNC_ROUNDINGS[e.name] + sum(_func_roundings(a) for a in e.args)
-    if isinstance(e, BinOp):
-        return _func_roundings(e.lhs) + _func_roundings(e.rhs)
-    if isinstance(e, Reduce):
-        return _func_roundings(e.body)
-    return 0
 
 
 def _flops_per_point(e: Expr) -> int:
@@ -246,25 +235,6 @@ class OpDef(IndexedOperands):
                 out.append(v)
         return tuple(out)
 
-    def rounding_steps(self, sizes: Mapping[str, int]) -> int:
-        """Roundings an output element collects: the reduction length, or that of the
-        reductions inside the expression (1 without any)."""
-        full = self._with_inner(sizes)
-        inner = [math.prod(full[v] for v in r.indices) for r in _reduces(self.expr)]
-        steps = max([math.prod(sizes[v] for v in self.reduction_vars), *inner])
-        return steps + _func_roundings(self.expr)
-
-    def _with_inner(self, sizes: Mapping[str, int]) -> dict[str, int]:
-        """``sizes`` and the extents of indices only a reduction inside the expression
-        binds (``k`` of ``sum(k) x[i, k]`` runs along x's second dim)."""
-        out = dict(sizes)
-        declared = {a.tensor: a.indices for a in self.inputs}
-        for use in _accesses(self.expr):
-            for ix, decl in zip(use.indices, declared[use.tensor], strict=True):
-                if ix not in out and decl in sizes:
-                    out[ix] = sizes[decl]
-        return out
-
     def flops(self, sizes: Mapping[str, int]) -> int:
         """Arithmetic operations of one application over the full index space."""
         points = math.prod(sizes[v] for v in self.index_vars)
@@ -347,9 +317,129 @@ class OpDef(IndexedOperands):
             return reduce(ev(e.body), axis=tuple(axes[ix] for ix in e.indices), keepdims=True)
 
         value = np.asarray(ev(self.expr))
+        return self._to_output(value, axes, shape)
+
+    def _to_output(
+        self, value: np.ndarray, axes: Mapping[str, int], shape: tuple[int, ...]
+    ) -> np.ndarray:
+        nd = len(axes)
         value = value.reshape(value.shape + (1,) * (nd - value.ndim))
         # Reduced axes have extent 1 now; move the output's axes first and drop the rest.
         keep = [axes[ix] for ix in self.output.indices]
         value = np.transpose(value, keep + [i for i in range(nd) if i not in keep])
         value = value.reshape(value.shape[: len(keep)])
         return np.broadcast_to(value, shape)
+
+    # -- error bounds ----------------------------------------------------------------------
+
+    def error_bound(
+        self,
+        inputs: Sequence[np.ndarray],
+        errors: Sequence[np.ndarray],
+        shape: tuple[int, ...],
+        u: float,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The op's value on ``inputs`` (float64) and a first-order bound on the error of any
+        implementation rounding to unit roundoff ``u``, when each input is off by up to
+        ``errors`` (elementwise).
+
+        Propagated through the expression: a sum or difference adds its operands' errors, a
+        product weighs each by the other's magnitude, a quotient divides by the divisor's, a
+        function scales its argument's error by its derivative's bound (``exp``: its value)
+        and adds ``FUNC_ROUNDINGS``; every operation rounds once more (u times its value).
+        A reduction of n values adds their errors and the classic n u sum of magnitudes of
+        recursive summation (a maximum is exact). A sum of products goes through einsum.
+        """
+        names = list(self.index_vars)
+        for r in _reduces(self.expr):
+            names.extend(v for v in r.indices if v not in names)
+        axes = {v: i for i, v in enumerate(names)}
+        env = {
+            a.tensor: (np.asarray(x, dtype=np.float64), np.asarray(e, dtype=np.float64))
+            for a, x, e in zip(self.inputs, inputs, errors, strict=True)
+        }
+        fast = self._einsum_error(env, u)
+        if fast is not None:
+            value, err = fast
+            return np.broadcast_to(value, shape).copy(), np.broadcast_to(err, shape).copy()
+        nd = len(axes)
+
+        def ev(e: Expr) -> tuple[np.ndarray, np.ndarray]:
+            if isinstance(e, Const):
+                return np.asarray(e.value, dtype=np.float64), np.asarray(0.0)
+            if isinstance(e, Access):
+                out = []
+                for arr in env[e.tensor]:
+                    order = [axes[ix] for ix in e.indices]
+                    t = np.transpose(arr, np.argsort(order)) if order else arr
+                    full = [1] * nd
+                    for ix, n in zip(e.indices, np.shape(arr), strict=True):
+                        full[axes[ix]] = n
+                    out.append(t.reshape(full))
+                return out[0], out[1]
+            if isinstance(e, BinOp):
+                (a, ea), (b, eb) = ev(e.lhs), ev(e.rhs)
+                with np.errstate(all="ignore"):
+                    v = BINOPS[e.op](a, b)
+                    if e.op in "+-":
+                        err = ea + eb
+                    elif e.op == "*":
+                        err = np.abs(a) * eb + np.abs(b) * ea
+                    else:
+                        err = (ea + np.abs(v) * eb) / np.abs(b)
+                return v, err + u * np.abs(v)
+            if isinstance(e, Func):
+                args = [ev(x) for x in e.args]
+                with np.errstate(all="ignore"):
+                    v = FUNCS[e.name](*(a for a, _ in args))
+                    if e.name == "exp":
+                        err = np.abs(v) * args[0][1]
+                    else:  # max, min: 1-Lipschitz in each argument
+                        err = functools.reduce(np.maximum, [ea for _, ea in args])
+                return v, err + FUNC_ROUNDINGS[e.name] * u * np.abs(v)
+            assert isinstance(e, Reduce)
+            body, eb = ev(e.body)
+            red_axes = tuple(axes[ix] for ix in e.indices)
+            body, eb = np.broadcast_arrays(body, eb)
+            if e.combiner == "max":
+                return np.max(body, axis=red_axes, keepdims=True), np.max(
+                    eb, axis=red_axes, keepdims=True
+                )
+            n = math.prod(body.shape[a] for a in red_axes)
+            v = np.sum(body, axis=red_axes, keepdims=True)
+            err = np.sum(eb, axis=red_axes, keepdims=True)
+            return v, err + n * u * np.sum(np.abs(body), axis=red_axes, keepdims=True)
+
+        value, err = ev(self.expr)
+        value, err = np.broadcast_arrays(np.asarray(value), np.asarray(err))
+        value = self._to_output(value, axes, shape)
+        err = self._to_output(err, axes, shape)
+        return np.array(value), np.array(err)
+
+    def _einsum_error(
+        self, env: Mapping[str, tuple[np.ndarray, np.ndarray]], u: float
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``error_bound`` of a sum of a product of two accesses (a matrix product) by
+        einsum, without materializing every product."""
+        if not isinstance(self.expr, Reduce) or self.expr.combiner != "sum":
+            return None
+        body = self.expr.body
+        if not (
+            isinstance(body, BinOp)
+            and body.op == "*"
+            and isinstance(body.lhs, Access)
+            and isinstance(body.rhs, Access)
+        ):
+            return None
+        letters = {v: chr(ord("a") + i) for i, v in enumerate(self.index_vars)}
+        sub = ",".join("".join(letters[ix] for ix in f.indices) for f in (body.lhs, body.rhs))
+        spec = f"{sub}->{''.join(letters[ix] for ix in self.output.indices)}"
+        (a, ea), (b, eb) = env[body.lhs.tensor], env[body.rhs.tensor]
+        n = 1
+        for ix in self.expr.indices:
+            i, d = self.operands_using(ix)[0]
+            n *= np.shape(env[self.operands[i].tensor][0])[d]
+        value = np.einsum(spec, a, b)
+        err = np.einsum(spec, np.abs(a), eb) + np.einsum(spec, ea, np.abs(b))
+        err = err + (n + 1) * u * np.einsum(spec, np.abs(a), np.abs(b))
+        return value, err
