@@ -193,9 +193,13 @@ BENCH_DESCRIPTION = """\
 Synthesize (or read from the memo table), check against NumPy, then time the generated
 code, its peers and the machine's limits in the same run.
 
-Peers are the BLAS libraries the target names, called from the same C loop on the same
-buffers as the generated function (a row-major copy where its layout is packed): NumPy's
-OpenBLAS, always, and Intel MKL when it is installed (pip install 'morello[peers]'). A
+Peers are the libraries the target names. For any op or graph, array libraries run it as
+array code on the same input values: NumPy's sequence of the ops (its BLAS for products),
+always, and JAX's jax.jit of the whole when JAX is installed (pip install 'morello[jax]'),
+timed per call from Python. For a matrix product, BLAS libraries are called from the same C
+loop on the same buffers as the generated function (a row-major copy where its layout is
+packed): NumPy's OpenBLAS, always, and Intel MKL when it is installed (pip install
+'morello[peers]', which installs JAX too). A
 matrix product runs gemm, and also gemv where an output extent is 1 (the faster is kept);
 bf16 inputs also run the f32 routines on the same values (peers named LIB_f32). Each peer
 runs in a child process whose environment holds the target's settings for it (threads,
@@ -206,8 +210,8 @@ itself (OpenBLAS's kernel family, MKL's instruction set and threads).
 The limits: the FMA peak (independent FMAs in the target's vector width) and the one-core
 read bandwidth (a buffer twice the largest cache, and one of the Spec's own size). Our
 time is reported as a fraction of the bound that applies: compute at the peak, or traffic
-at the bandwidth, whichever is slower. Ratio = the best peer's median time / ours (above 1:
-Morello is faster).
+at the bandwidth, whichever is slower. Each peer's ratio = its median time / ours (above 1:
+Morello is faster); the last line gives the best peer's.
 """
 
 
@@ -273,7 +277,8 @@ def _bench_text(r: dict[str, Any]) -> str:
     ]
     for name, p in r["peers"].items():
         lines.append(
-            f"  peer {name}: {p['gflops']:.2f} GFLOP/s ({p['seconds'] * us:.2f} us, {p['routine']})"
+            f"  peer {name}: {p['gflops']:.2f} GFLOP/s ({p['seconds'] * us:.2f} us, "
+            f"{p['routine']}), ratio {r['ratios'][name]:.2f}"
         )
     for name, why in r["peers_missing"].items():
         lines.append(f"  peer {name}: not timed: {why}")

@@ -156,8 +156,12 @@ class CostCoefficients:
         return hit if runs == 1 else 2 * hit
 
 
-#: The libraries a benchmark peer may name (how each is found: ``codegen/peers.py``).
-PEER_LIBRARIES = ("openblas", "mkl")
+#: The libraries a benchmark peer may name: BLAS libraries, whose routines compute a matrix
+#: product (how each is found: ``codegen/peers.py``), and array libraries, which compute any
+#: op or graph from its index notation (``codegen/array_peers.py``).
+BLAS_PEER_LIBRARIES = ("openblas", "mkl")
+ARRAY_PEER_LIBRARIES = ("numpy", "jax")
+PEER_LIBRARIES = BLAS_PEER_LIBRARIES + ARRAY_PEER_LIBRARIES
 
 
 def _peer_library(_inst: object, _attr: attrs.Attribute[str], value: str) -> None:
@@ -170,10 +174,14 @@ class Peer:
     """A library that ``bench`` times generated code against, with the target's settings.
 
     Attributes:
-        library: ``openblas`` (the copy NumPy ships, always present) or ``mkl`` (Intel MKL,
-            present when the ``mkl`` wheel is installed, e.g. ``pip install 'morello[peers]'``).
+        library: a BLAS library, ``openblas`` (the copy NumPy ships, always present) or
+            ``mkl`` (Intel MKL, present when the ``mkl`` wheel is installed, e.g.
+            ``pip install 'morello[peers]'``); or an array library running the op as array
+            code, ``numpy`` (the sequence of its ops, its matrix products in NumPy's BLAS)
+            or ``jax`` (the whole op compiled by ``jax.jit``, present when JAX is installed,
+            e.g. ``pip install 'morello[jax]'``).
         env: environment variables the library reads when it loads (threads, instruction
-            sets); the peer runs in a child process with them set.
+            sets, compiler flags); the peer runs in a child process with them set.
         skip: routines the target's CPU could not run as the library would on it, by
             ``<routine>_<dtype>`` (``gemm_bf16``, ``gemv_f32``), each with the reason that
             ``bench`` reports instead of a time (e.g. a bf16 product on a CPU without bf16

@@ -34,9 +34,10 @@ ZEN1 = Target(
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
     compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
     processors=1,
-    # The peers of benchmarks, one thread each and held to the instructions Zen 1 has:
-    # NumPy's OpenBLAS with its Haswell (AVX2 + FMA) kernels, and Intel MKL (when installed)
-    # limited to AVX2, so neither runs AVX-512 code on a machine that has it.
+    # The peers of benchmarks, one thread each and held to the instructions Zen 1 has, so
+    # none runs AVX-512 code on a machine that has it: NumPy's OpenBLAS with its Haswell
+    # (AVX2 + FMA) kernels, and Intel MKL (when installed) limited to AVX2, for products;
+    # NumPy and JAX (when installed) running any op or graph.
     peers=(
         Peer(
             "openblas",
@@ -53,6 +54,40 @@ ZEN1 = Target(
             # Zen 1 has no bf16 instructions; held to AVX2, MKL's bf16 product with one row
             # runs a reference path at about 0.3 GFLOP/s, which says nothing of Zen 1.
             skip={"gemm_bf16": "Zen 1 has no bf16 instructions (MKL held to AVX2)"},
+        ),
+        # The op as array code: NumPy's sequence of its ops, with the OpenBLAS settings above
+        # for its matrix products and its own loops held to AVX2 (NumPy 2.4 names its AVX-512
+        # levels X86_V4, AVX512_ICL, AVX512_SPR, and ignores the older names that follow).
+        Peer(
+            "numpy",
+            {
+                "OPENBLAS_NUM_THREADS": "1",
+                "OPENBLAS_CORETYPE": "Haswell",
+                "OMP_NUM_THREADS": "1",
+                "NPY_DISABLE_CPU_FEATURES": (
+                    "X86_V4 AVX512_ICL AVX512_SPR AVX512F AVX512CD AVX512_KNL AVX512_KNM "
+                    "AVX512_SKX AVX512_CLX AVX512_CNL"
+                ),
+            },
+        ),
+        # JAX's jax.jit of the whole op (XLA on the CPU), one thread: NPROC sizes XLA's CPU
+        # thread pool. Held to AVX2: xla_cpu_max_isa caps XLA's generated code, and matrix
+        # products run in oneDNN, capped by ONEDNN_MAX_CPU_ISA; YNNPACK, which XLA would
+        # otherwise call for products and reductions, ignores both and runs AVX-512 code, so
+        # its fusions are turned off. (XLA stops reading XLA_FLAGS at a word without "--".)
+        Peer(
+            "jax",
+            {
+                "JAX_PLATFORMS": "cpu",
+                "NPROC": "1",
+                "XLA_FLAGS": (
+                    "--xla_cpu_multi_thread_eigen=false --xla_cpu_max_isa=AVX2 "
+                    "--xla_cpu_experimental_ynn_fusion_type="
+                ),
+                "ONEDNN_MAX_CPU_ISA": "AVX2",
+                "OPENBLAS_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+            },
         ),
     ),
 )

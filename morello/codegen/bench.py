@@ -1,11 +1,14 @@
 """Benchmarks synthesized code against its peers and the machine's limits, in one run.
 
 The generated function is timed by a C loop compiled next to it (``timing.py``: no Python in
-the timed region). Its peers are the BLAS libraries the target names, each called from the
-same C loop on the same buffers in a child process that holds the library to the target's
-settings (``peers.py``). The machine's FMA peak and read bandwidth are measured in the same
-run (``limits.py``), and the generated code's speed is reported as a fraction of the one
-that bounds the Spec. Everything is checked against the NumPy reference before it is timed.
+the timed region). Its peers are the libraries the target names, each in a child process
+that holds the library to the target's settings: BLAS libraries, for a matrix product,
+called from the same C loop on the same buffers (``peers.py``); and array libraries, for
+any op or graph, running it as array code on the same input values (``array_peers.py``:
+NumPy's sequence of the ops, JAX's ``jax.jit`` of the whole). The machine's FMA peak and
+read bandwidth are measured in the same run (``limits.py``), and the generated code's speed
+is reported as a fraction of the one that bounds the Spec. Everything is checked against the
+NumPy reference before it is timed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from morello.codegen.array_peers import time_array_peers
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import (
     aligned_empty,
@@ -99,9 +103,10 @@ def bench(
     ``solved`` holds each function's Program, Impl and synthesis seconds. Row keys: ours
     (``seconds`` median, ``seconds_low``/``seconds_high``, ``gflops``, ``gbps``), ``peers``
     by name (seconds, spread, GFLOP/s, the routine that ran and what the library reports),
-    ``peers_missing`` (name -> why), ``best_peer`` and ``ratio`` (the best peer's median
-    time over ours: above 1 we are faster), ``peak_gflops``, ``read_gbps``,
-    ``read_gbps_footprint``, ``bound`` and ``fraction_of_limit``, ``synthesis_seconds``.
+    ``peers_missing`` (name -> why), ``ratios`` (each peer's median time over ours: above 1
+    we are faster), ``best_peer`` and ``ratio`` (the best peer's), ``peak_gflops``,
+    ``read_gbps``, ``read_gbps_footprint``, ``bound`` and ``fraction_of_limit``,
+    ``synthesis_seconds``.
 
     Raises:
         CheckFailed: the generated code (or a peer) disagrees with the reference.
@@ -118,16 +123,15 @@ def bench(
         check(lib, program, ctx)
         mine = time_kernel(lib, program, ctx, repeats, min_batch_s)
         inputs = random_inputs(program, ctx)
-        peers = time_peers(
-            program,
-            ctx,
-            inputs,
-            reference(program, inputs, ctx),
-            tolerance(program, inputs, ctx),
-            repeats,
-            min_batch_s,
-            workdir / program.name,
-        )
+        want, allowed = reference(program, inputs, ctx), tolerance(program, inputs, ctx)
+        peers = [
+            *time_peers(
+                program, ctx, inputs, want, allowed, repeats, min_batch_s, workdir / program.name
+            ),
+            *time_array_peers(
+                program, ctx, inputs, want, allowed, repeats, min_batch_s, workdir / program.name
+            ),
+        ]
         row = _row(program, ctx, mine, peers, limits, limits_bench)
         row.update(
             spec=f"{label}:{program.name}",
@@ -183,6 +187,7 @@ def _row(
             for p in timed
         },
         "peers_missing": {p.name: p.reason for p in peers if isinstance(p, PeerMissing)},
+        "ratios": {p.name: p.timing.median / mine.median for p in timed},
         "best_peer": best.name if best else None,
         "ratio": best.timing.median / mine.median if best else None,
         "peak_gflops": peak,

@@ -16,7 +16,8 @@ row-major copy of the same values otherwise (packed layouts). A dtype with a BLA
 its own is run natively (f32, f64, bf16 products into f32); a narrower float dtype is also
 run through the f32 routines on the same values, as a peer named ``<library>_f32``.
 
-Knows no target; the libraries it can load are the ones named in ``target.PEER_LIBRARIES``.
+Knows no target; the libraries it can load are the ``BLAS_PEER_LIBRARIES`` of ``target.py``
+(the target's other peers are array peers, ``array_peers.py``).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ from morello.context import SynthesisContext
 from morello.dtypes import dtype
 from morello.errors import CheckFailed
 from morello.lang.spec_file import Program
+from morello.rules.index_notation import OpDef
 from morello.spec import TensorSpec
-from morello.target import Peer
+from morello.target import BLAS_PEER_LIBRARIES, Peer
 
 #: Per routine and element type: the C type of alpha and beta, and the routine's CBLAS name
 #: (the bf16 product has a name per library). A library's symbols may add a prefix and a
@@ -157,7 +159,7 @@ def time_peers(
     min_batch_s: float,
     workdir: Path | None = None,
 ) -> list[PeerTiming | PeerMissing]:
-    """Time every peer the target names on ``program``'s Spec; see the module docstring.
+    """Time every BLAS peer the target names on ``program``'s Spec; see the module docstring.
 
     ``inputs`` are the logical input arrays by parameter name; ``want`` and ``allowed`` the
     reference output and its per-element tolerance, against which each routine is checked
@@ -168,7 +170,7 @@ def time_peers(
     """
     spec = program.spec
     opdef = ctx.ruleset.ops[spec.op]
-    calls = blas_calls(opdef, spec)
+    calls = blas_calls(opdef, spec) if isinstance(opdef, OpDef) else []  # a graph: none
     if not calls:
         return []
     folder = Path(workdir or tempfile.mkdtemp(prefix="morello-peers-"))
@@ -180,6 +182,8 @@ def time_peers(
     jobs = _jobs(ctx, spec.operands, logical, calls, folder)
     results: list[PeerTiming | PeerMissing] = []
     for peer in ctx.target.peers:
+        if peer.library not in BLAS_PEER_LIBRARIES:
+            continue  # an array peer (array_peers.py)
         request = {
             "library": peer.library,
             "harness": str(harness),
@@ -193,7 +197,7 @@ def time_peers(
         }
         req_path = folder / f"{peer.library}-request.json"
         req_path.write_text(json.dumps(request), encoding="utf-8")
-        reply = _run_child(peer, req_path)
+        reply = run_child(peer, req_path, __name__)
         if "unavailable" in reply:
             results.extend(PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs)
             continue
@@ -301,10 +305,15 @@ def _call_json(call: BlasCall, dt: str) -> dict[str, Any]:
     return {"routine": call.routine, "dtype": dt, "args": args}
 
 
-def _run_child(peer: Peer, req_path: Path) -> dict[str, Any]:
+def run_child(peer: Peer, req_path: Path, module: str) -> dict[str, Any]:
+    """Run ``python -m module req_path`` with the peer's environment; its JSON reply.
+
+    Raises:
+        RuntimeError: the child failed (its stderr is in the message).
+    """
     env = {**os.environ, **dict(peer.env)}
     proc = subprocess.run(
-        [sys.executable, "-m", "morello.codegen.peers", str(req_path)],
+        [sys.executable, "-m", module, str(req_path)],
         capture_output=True,
         text=True,
         env=env,
@@ -383,6 +392,12 @@ def _load_mkl() -> _Library | str:
 
 
 _LOADERS = {"openblas": _load_openblas, "mkl": _load_mkl}
+
+
+def numpy_blas_detail() -> dict[str, str]:
+    """What NumPy's BLAS says of itself in this process, where it is an OpenBLAS."""
+    loaded = _load_openblas()
+    return {} if isinstance(loaded, str) else {"path": loaded.path, **loaded.detail}
 
 
 def _mkl_log(path: str) -> dict[str, str]:

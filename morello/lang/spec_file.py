@@ -187,14 +187,18 @@ def build_spec(func: FuncDef, ctx: SynthesisContext) -> Spec:
     return build_program(func, ctx).spec
 
 
-def build_program(func: FuncDef, ctx: SynthesisContext) -> Program:
+def build_program(func: FuncDef, ctx: SynthesisContext, *, require_kernels: bool = True) -> Program:
     """Check ``func`` against the rule set and build its root Spec.
+
+    With ``require_kernels`` (the default), an op that no kernel or decomposition of the
+    target implements is an error at its call; without, the program is only described
+    (the peers of a benchmark run it without synthesis).
 
     Raises:
         SpecError: unknown op or name, arity, rank, shape or dtype mismatch, or a graph of
             more ops than synthesis supports.
     """
-    checker = _Checker(func, ctx)
+    checker = _Checker(func, ctx, require_kernels)
     apps = checker.check()  # the result is assigned an op application, so there is one
     limits = ctx.target.max_limits()
     params = tuple((p.name, checker.env[p.name]) for p in func.params)
@@ -232,9 +236,10 @@ class _App:
 class _Checker:
     """Infers the TensorSpec of every statement of one function, reporting the first error."""
 
-    def __init__(self, func: FuncDef, ctx: SynthesisContext) -> None:
+    def __init__(self, func: FuncDef, ctx: SynthesisContext, require_kernels: bool) -> None:
         self.func = func
         self.ctx = ctx
+        self.require_kernels = require_kernels
         self.levels = [lv.name for lv in ctx.target.levels]
         self.env: dict[str, TensorSpec] = {}
         self.aliases: dict[str, str] = {}  # `h = x` makes h another name of x
@@ -314,7 +319,7 @@ class _Checker:
             shape = tuple(sizes[ix] for ix in opdef.output.indices)
             produced = TensorSpec(shape, dtype_name, self.levels[0], _row_major(shape))
         name = target if target is not None else f"%{len(self.apps)}"
-        if not self.ctx.ruleset.implementable(key):
+        if self.require_kernels and not self.ctx.ruleset.implementable(key):
             raise SpecError(
                 f"{expr.op} has no kernel on target {self.ctx.target.name}, and no rewrite "
                 "decomposes it into ops that have",

@@ -7,7 +7,8 @@
   plain product of two matrices get no BLAS peer.
 * Timing: a peer of 128^3 is within 2x of the same library's sgemm called from an
   independent C loop (``blas_direct.c``), and ``bench --json`` on matmul_64 reports an
-  OpenBLAS time within 15% of that loop in the same run. These are the acceptance checks of
+  OpenBLAS time within 15% of that loop in the same run, next to the array peers
+  (``test_array_peers.py``) and a ratio to each. These are the acceptance checks of
   the peer harness, with margins far above this machine's noise: the einsum peer it replaced
   was 3-4x slower than BLAS at these sizes.
 """
@@ -32,6 +33,7 @@ from morello.codegen.harness import random_inputs, reference, tolerance
 from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
 from morello.context import SynthesisContext, make_context
 from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.target import ARRAY_PEER_LIBRARIES, BLAS_PEER_LIBRARIES, Peer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,9 +73,16 @@ def _only_openblas(ctx: SynthesisContext) -> SynthesisContext:
     return attrs.evolve(ctx, target=attrs.evolve(ctx.target, peers=peers))
 
 
+def _blas_peers(ctx: SynthesisContext) -> list[Peer]:
+    """The target's BLAS peers (``time_peers`` times these; array peers have their own)."""
+    return [p for p in ctx.target.peers if p.library in BLAS_PEER_LIBRARIES]
+
+
 def _program(ctx: SynthesisContext, text: str) -> Program:
+    """The function's Program. Peers need no kernel, so the products written other ways
+    (which no target's kernels compute) are built without requiring kernels."""
     (func,) = parse_spec_file("<test>", text).funcs
-    return build_program(func, ctx)
+    return build_program(func, ctx, require_kernels=False)
 
 
 def _peers(program: Program, ctx: SynthesisContext, tmp: Path) -> list[PeerTiming | PeerMissing]:
@@ -171,7 +180,7 @@ def test_bf16_peers_run_f32_routines_on_a_row_major_copy(
     )
     program = _program(ctx, text)
     by_name = {p.name: p for p in _peers(program, ctx, tmp_path)}
-    for peer in ctx.target.peers:
+    for peer in _blas_peers(ctx):
         widened = by_name[f"{peer.library}_f32"]
         if isinstance(widened, PeerTiming):
             assert widened.copied
@@ -254,7 +263,14 @@ def test_bench_json_openblas_within_15_percent_of_a_direct_c_loop(
     env = dict(next(p for p in ctx.target.peers if p.library == "openblas").env)
     direct = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(3))
     assert abs(openblas["seconds"] / direct - 1) < 0.15, (openblas["seconds"], direct)
-    # The rest of the row: the limits, the best peer and the ratio to it.
+    # The rest of the row: the array peers too, the limits, the ratio to each peer and the best.
+    for named in ctx.target.peers:
+        if named.library in ARRAY_PEER_LIBRARIES:
+            assert named.library in row["peers"] or named.library in row["peers_missing"]
+    if "numpy" in row["peers"]:
+        assert row["peers"]["numpy"]["routine"] == "numpy sequence: matmul"
+    for name, timed in row["peers"].items():
+        assert row["ratios"][name] == pytest.approx(timed["seconds"] / row["seconds"])
     best = row["best_peer"]
     assert row["ratio"] == pytest.approx(row["peers"][best]["seconds"] / row["seconds"])
     assert row["bound"] == "compute"
@@ -306,7 +322,7 @@ def test_integer_product_has_no_blas_routine(ctx: SynthesisContext, tmp_path: Pa
         ctx, "func f(a: s32[4, 4], b: s32[4, 4]) -> c: s32[4, 4] {\n    c = matmul(a, b)\n}\n"
     )
     found = _peers(program, ctx, tmp_path)
-    assert [p.name for p in found] == [p.library for p in ctx.target.peers]
+    assert [p.name for p in found] == [p.library for p in _blas_peers(ctx)]
     for peer in found:
         assert isinstance(peer, PeerMissing)
         assert peer.reason == "BLAS has no s32 product into s32"
