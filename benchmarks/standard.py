@@ -2,6 +2,12 @@
 
     python benchmarks/standard.py --target zen1            # all shapes
     python benchmarks/standard.py --target zen1 64 128     # only specs whose name has these
+    python benchmarks/standard.py --target zen1 --set graphs   # the graph examples
+
+``--set graphs`` benches the graphs of several ops (dense_relu, mlp, softmax, attention)
+against the array peers (NumPy's sequence of the ops, JAX's jax.jit of the whole) and
+writes their table, with our time, each peer's and the ratio to each, between the ``graphs``
+markers.
 
 For each spec file it first synthesizes into a fresh memo table (the cold synthesis time),
 then runs ``python -m morello bench`` ``--runs`` times against that table. Each run checks
@@ -39,8 +45,11 @@ SET = [
     "matmul_32x2048x512",
     "matvec_1x2048x16384",
 ]
+GRAPHS = ["dense_relu", "mlp", "softmax", "attention"]
 BEGIN = "<!-- standard-set:begin -->"
 END = "<!-- standard-set:end -->"
+GRAPHS_BEGIN = "<!-- graphs:begin -->"
+GRAPHS_END = "<!-- graphs:end -->"
 
 
 def cpu_model() -> str:
@@ -69,8 +78,10 @@ def main() -> int:
     ap.add_argument("--target", default="zen1")
     ap.add_argument("--runs", type=int, default=3, help="bench runs per spec (median kept)")
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--set", choices=("standard", "graphs"), default="standard")
     args = ap.parse_args()
-    names = [n for n in SET if not args.only or any(o in n for o in args.only)]
+    chosen = GRAPHS if args.set == "graphs" else SET
+    names = [n for n in chosen if not args.only or any(o in n for o in args.only)]
     rows: list[tuple[str, dict, list[dict]]] = []
     for name in names:
         spec = ROOT / "examples" / f"{name}.lark"
@@ -100,6 +111,10 @@ def main() -> int:
         ]
         rows.append((name, stats, benches))
         print(f"{name}: {summary(benches)}", file=sys.stderr)
+    if args.set == "graphs":
+        lines = graph_table(rows, args.target, args.runs)
+        replace_section(Path(args.out), GRAPHS_BEGIN, GRAPHS_END, lines, "Graphs")
+        return 0
     peers = sorted({p for _, _, benches in rows for b in benches for p in b["peers"]})
     lines = [
         BEGIN,
@@ -140,6 +155,41 @@ def main() -> int:
     return 0
 
 
+def graph_table(rows: list[tuple[str, dict, list[dict]]], target: str, runs: int) -> list[str]:
+    """The graphs' table: our time, each peer's, and the median ratio to each."""
+    peers = sorted({p for _, _, benches in rows for b in benches for p in b["peers"]})
+    lines = [
+        GRAPHS_BEGIN,
+        f"Measured {time.strftime('%Y-%m-%d')} on {cpu_model()} (single thread), target "
+        f"{target}, with `python benchmarks/standard.py --target {target} --set graphs --runs "
+        f"{runs}`. Times are medians per call (us) over {runs} bench runs; each ratio is the "
+        "peer's time over ours in each run (above 1: Morello is faster), median over the runs. "
+        f"Peers with the target's settings ({peer_settings(rows)}).",
+        "",
+        "| spec | Morello (us) | "
+        + " | ".join(f"{p} (us) | ratio to {p}" for p in peers)
+        + " | % of limit (bound) | cold synthesis (s) | Specs solved |",
+        "|---|---|" + "---|---|" * len(peers) + "---|---|---|",
+    ]
+    for name, stats, benches in rows:
+        cells = []
+        for p in peers:
+            if all(p in b["peers"] for b in benches):
+                us = statistics.median(b["peers"][p]["seconds"] for b in benches) * 1e6
+                ratio = statistics.median(b["ratios"][p] for b in benches)
+                cells += [f"{us:.1f}", f"{ratio:.2f}"]
+            else:
+                cells += ["-", "-"]
+        lines.append(
+            f"| {name} | {median_of(benches, 'seconds') * 1e6:.1f} | "
+            + " | ".join(cells)
+            + f" | {median_of(benches, 'fraction_of_limit'):.0%} ({benches[0]['bound']}) | "
+            f"{stats['seconds']:.1f} | {stats['specs_visited']} |"
+        )
+    lines.append(GRAPHS_END)
+    return lines
+
+
 def median_of(benches: list[dict], key: str) -> float:
     """The median of one figure over bench runs."""
     return statistics.median(b[key] for b in benches)
@@ -151,7 +201,7 @@ def peer_settings(rows: list[tuple[str, dict, list[dict]]]) -> str:
     for _, _, benches in rows:
         for p in benches[0]["peers"].values():
             d = p["detail"]
-            what = d.get("core") or d.get("isa")
+            what = d.get("core") or d.get("isa") or d.get("simd") or d.get("jax")
             if what and p["library"] not in said:
                 said[p["library"]] = f"{p['library']}: {what}"
     return "; ".join(["one thread", *said.values()])
