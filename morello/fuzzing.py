@@ -16,9 +16,12 @@ used, an unknown op, a name read before it is assigned) and carries the error th
 pass must report; ``rejection_problem`` checks it. ``check_case`` runs a valid one the way
 ``--check`` does: synthesize, lower, compile, compare with NumPy on the inputs of seed 0.
 
-Valid cases whose result is more sensitive to input rounding than ``--check``'s tolerance
-(``codegen.harness.tolerance``) allows, or NaN, are drawn again: comparing them would test
-rounding luck, not the generated code. Knows no op by name.
+Valid cases are drawn again when their reference is NaN, or when ``--check``'s tolerance
+(``codegen.harness.tolerance``) is too tight for them: when rounding each statement's
+result, as every implementation does, or moving the inputs by a rounding, already leaves
+it. Comparing those would test rounding luck, not the generated code (the tolerance
+evaluates a graph on the inputs' absolute values, which bounds no magnitude once the graph
+subtracts). Knows no op by name.
 """
 
 from __future__ import annotations
@@ -33,12 +36,20 @@ import attrs
 import numpy as np
 
 from morello.codegen.compile import compile_shared
-from morello.codegen.harness import Comparison, check, random_inputs, reference, tolerance
+from morello.codegen.harness import (
+    Comparison,
+    check,
+    random_inputs,
+    reference,
+    run,
+    tolerance,
+)
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext
 from morello.dtypes import DTYPES
-from morello.errors import SpecError
+from morello.errors import CheckFailed, SpecError
 from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.rules.graph import OUTPUT, GraphOp
 from morello.rules.index_notation import OpDef
 from morello.search.solve import Memo, synthesize
 
@@ -405,14 +416,12 @@ def _render(
     b: _Builder,
     root: _App,
     name: str,
-    parallel: bool | None = None,
     extra: Callable[[list[_App]], list[_App]] | None = None,
     result_type: str | None = None,
 ) -> tuple[str, _Tokens]:
     """The function's text (statements in dependency order, possibly reordered by
     ``extra``), and where its tokens are."""
-    if parallel is None:
-        parallel = b.rng.random() < b.options.parallel_share
+    parallel = b.rng.random() < b.options.parallel_share
     if parallel:
         b.features.add("parallel")
     order: list[_App] = []
@@ -589,15 +598,19 @@ def program_of(case: FuzzCase, ctx: SynthesisContext) -> Program:
 
 
 def _checkable(case: FuzzCase, ctx: SynthesisContext, roundings: float) -> bool:
-    """Whether the reference has no NaN, a finite tolerance wherever it is finite, and moves
-    by no more than the tolerance when the inputs move by ``roundings`` units of roundoff
-    (see the module docstring)."""
+    """Whether the reference has no NaN and a finite tolerance wherever it is finite, an
+    evaluation that rounds every statement's result to the result dtype is within half the
+    tolerance (the other half is for the roundings inside statements), and the reference
+    moves by no more than the tolerance when the inputs move by ``roundings`` units of
+    roundoff (see the module docstring)."""
     prog = program_of(case, ctx)
     inputs = random_inputs(prog, ctx, CHECK_SEED)
     with np.errstate(all="ignore"):
         want = reference(prog, inputs, ctx)
         allowed = tolerance(prog, inputs, ctx)
         if np.isnan(want).any() or not np.isfinite(allowed[np.isfinite(want)]).all():
+            return False
+        if not _within(_rounded_per_statement(prog, inputs, ctx), want, allowed / 2):
             return False
         u = ctx.dtype(RESULT_DTYPE).unit_roundoff
         rng = np.random.default_rng(CHECK_SEED)
@@ -606,10 +619,32 @@ def _checkable(case: FuzzCase, ctx: SynthesisContext, roundings: float) -> bool:
                 k: v * (1 + roundings * u * rng.uniform(-1, 1, np.shape(v)))
                 for k, v in inputs.items()
             }
-            got = reference(prog, moved, ctx)
-            if not (np.where(got == want, 0.0, np.abs(got - want)) <= allowed).all():
+            if not _within(reference(prog, moved, ctx), want, allowed):
                 return False
     return True
+
+
+def _within(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> bool:
+    return bool((np.where(got == want, 0.0, np.abs(got - want)) <= allowed).all())
+
+
+def _rounded_per_statement(
+    prog: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext
+) -> np.ndarray:
+    """The reference of a graph with every statement's result rounded to the result dtype,
+    as any implementation of it rounds them."""
+    op = ctx.ruleset.ops[prog.spec.op]
+    args = [inputs[n] for n in prog.operand_params[:-1]]
+    dt = ctx.dtype(RESULT_DTYPE).np_dtype()
+    if not isinstance(op, GraphOp):
+        return op.reference(args, np.zeros(prog.spec.output.shape)).astype(dt)
+    sizes = op.sizes([t.shape for t in prog.spec.operands])
+    assert isinstance(sizes, dict)
+    env = dict(zip(op.input_names, args, strict=True))
+    for st, d in zip(op.statements, op.defs, strict=True):
+        out = np.zeros(op.tensor_shape(st.target, sizes))
+        env[st.target] = d.reference([env[a] for a in st.args], out).astype(dt)
+    return env[OUTPUT]
 
 
 def check_case(
@@ -619,14 +654,38 @@ def check_case(
     comparison and the synthesis time in seconds.
 
     Raises:
-        MorelloError: what synthesis, compilation or the check raise (CheckFailed on a
-            mismatch).
+        MorelloError: what synthesis, compilation or the check raise. A CheckFailed carries
+            a note (``__notes__``) that sizes the worst error: ``gross``, or
+            ``rounding-size`` when every element out of tolerance is within
+            ``ROUNDING_SIZE`` roundoffs of its reference (then the tolerance, not the
+            code, may be what is wrong).
     """
     prog = program_of(case, ctx)
     impl, stats = synthesize(prog.spec, ctx, memo)
     src = lower_to_c(case.name, [(prog, impl)], ctx)
     lib = compile_shared(src.c_text, ctx.target, workdir)
-    return check(lib, prog, ctx, seed=CHECK_SEED), stats.seconds
+    try:
+        return check(lib, prog, ctx, seed=CHECK_SEED), stats.seconds
+    except CheckFailed as exc:
+        exc.add_note(_error_size(lib, prog, ctx))
+        raise
+
+
+#: Errors up to this many units of roundoff of the reference count as rounding-size.
+ROUNDING_SIZE = 64
+
+
+def _error_size(lib: Path, prog: Program, ctx: SynthesisContext) -> str:
+    inputs = random_inputs(prog, ctx, CHECK_SEED)
+    got = run(lib, prog, inputs, ctx).astype(np.float64)
+    want = reference(prog, inputs, ctx)
+    with np.errstate(all="ignore"):
+        err = np.where(got == want, 0.0, np.abs(got - want))
+        bad = ~(err <= tolerance(prog, inputs, ctx))
+        units = err[bad] / (ctx.dtype(RESULT_DTYPE).unit_roundoff * np.abs(want[bad]))
+    worst = float(np.nanmax(units, initial=0.0)) if not np.isnan(units).any() else np.inf
+    size = "rounding-size" if worst <= ROUNDING_SIZE else "gross"
+    return f"{size}: the worst element out of tolerance is off by {worst:.3g} roundoffs"
 
 
 def rejection_problem(case: FuzzCase, ctx: SynthesisContext) -> str | None:

@@ -316,7 +316,8 @@ class OpDef(IndexedOperands):
             reduce, _ = REDUCERS[e.combiner]
             return reduce(ev(e.body), axis=tuple(axes[ix] for ix in e.indices), keepdims=True)
 
-        value = np.asarray(ev(self.expr))
+        with np.errstate(all="ignore"):  # inf and NaN are results too (exp(1000), 1 / 0)
+            value = np.asarray(ev(self.expr))
         return self._to_output(value, axes, shape)
 
     def _to_output(
