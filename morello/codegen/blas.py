@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from morello.layout import Layout, row_major
-from morello.rules.index_notation import Access, BinOp, OpDef, Reduce
+from morello.rules.index_notation import OpDef, summed_product
 from morello.spec import Spec, TensorSpec
 
 #: CBLAS enumerators (the values every CBLAS header uses).
@@ -78,20 +78,13 @@ def matmul_structure(opdef: OpDef) -> tuple[str, str, str] | None:
     """
     if len(opdef.inputs) != 2 or len(opdef.output.indices) != 2:
         return None
-    expr = opdef.expr
-    if not isinstance(expr, Reduce) or len(expr.indices) != 1:
+    product = summed_product(opdef.expr)
+    if product is None or len(product[0].indices) != 1:
         return None
-    body = expr.body
-    if not (
-        isinstance(body, BinOp)
-        and body.op == "*"
-        and isinstance(body.lhs, Access)
-        and isinstance(body.rhs, Access)
-    ):
-        return None
-    (k,) = expr.indices
+    reduction, lhs, rhs = product
+    (k,) = reduction.indices
     declared = {acc.tensor: acc for acc in opdef.inputs}
-    factors = [body.lhs, body.rhs]
+    factors = [lhs, rhs]
     if sorted(f.tensor for f in factors) != sorted(declared) or len(declared) != 2:
         return None
     free: list[str] = []

@@ -98,6 +98,22 @@ def _reduces(e: Expr) -> list[Reduce]:
     return []
 
 
+def summed_product(e: Expr) -> tuple[Reduce, Access, Access] | None:
+    """``(reduction, x, y)`` if ``e`` is ``sum(...) x[...] * y[...]``, a sum of the product of
+    two accesses (a matrix product, a dot product); None otherwise."""
+    if not isinstance(e, Reduce) or e.combiner != "sum":
+        return None
+    body = e.body
+    if (
+        isinstance(body, BinOp)
+        and body.op == "*"
+        and isinstance(body.lhs, Access)
+        and isinstance(body.rhs, Access)
+    ):
+        return e, body.lhs, body.rhs
+    return None
+
+
 def _flops_per_point(e: Expr) -> int:
     if isinstance(e, BinOp):
         return 1 + _flops_per_point(e.lhs) + _flops_per_point(e.rhs)
@@ -422,22 +438,16 @@ class OpDef(IndexedOperands):
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """``error_bound`` of a sum of a product of two accesses (a matrix product) by
         einsum, without materializing every product."""
-        if not isinstance(self.expr, Reduce) or self.expr.combiner != "sum":
+        product = summed_product(self.expr)
+        if product is None:
             return None
-        body = self.expr.body
-        if not (
-            isinstance(body, BinOp)
-            and body.op == "*"
-            and isinstance(body.lhs, Access)
-            and isinstance(body.rhs, Access)
-        ):
-            return None
+        reduction, lhs, rhs = product
         letters = {v: chr(ord("a") + i) for i, v in enumerate(self.index_vars)}
-        sub = ",".join("".join(letters[ix] for ix in f.indices) for f in (body.lhs, body.rhs))
+        sub = ",".join("".join(letters[ix] for ix in f.indices) for f in (lhs, rhs))
         spec = f"{sub}->{''.join(letters[ix] for ix in self.output.indices)}"
-        (a, ea), (b, eb) = env[body.lhs.tensor], env[body.rhs.tensor]
+        (a, ea), (b, eb) = env[lhs.tensor], env[rhs.tensor]
         n = 1
-        for ix in self.expr.indices:
+        for ix in reduction.indices:
             i, d = self.operands_using(ix)[0]
             n *= np.shape(env[self.operands[i].tensor][0])[d]
         value = np.einsum(spec, a, b)
