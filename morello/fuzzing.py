@@ -582,7 +582,11 @@ def _undefined(b: _Builder, root: _App, name: str) -> FuzzCase | None:
             node = b.rng.choice(selfish)
             node.args[b.rng.randrange(len(node.args))] = node
         missing = node.target
-        fragments = (f"unknown tensor {missing!r}", f"{missing!r} is read before it is assigned")
+        fragments = (
+            f"unknown tensor {missing!r}",
+            f"{missing!r} is read before it is assigned",
+            f"{missing!r} reads itself",
+        )
     text, tokens = _render(b, root, name, extra=order_of)
     line, col = next((ln, c) for ref, ln, c in tokens.refs if ref == missing)
     err = ExpectedError("undefined", fragments, line, col)

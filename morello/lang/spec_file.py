@@ -245,6 +245,7 @@ class _Checker:
         self.aliases: dict[str, str] = {}  # `h = x` makes h another name of x
         self.read_names: set[str] = set()  # every name a statement reads
         self.apps: list[_App] = []
+        self.current: Stmt | None = None  # the statement being checked
         for p in func.params:
             if p.name in self.env:
                 raise SpecError(f"parameter {p.name!r} is declared twice", p.loc)
@@ -262,6 +263,7 @@ class _Checker:
             if st.target in self.env:
                 raise SpecError(f"{st.target!r} is assigned more than once", st.loc)
             is_result = st.target == self.func.result.name
+            self.current = st
             self.env[st.target], name = self.infer(st.expr, st if is_result else None, st.target)
             if name != st.target:
                 self.aliases[st.target] = name
@@ -280,6 +282,11 @@ class _Checker:
         when it assigns the declared result, ``target`` is the name a statement gives it."""
         if isinstance(expr, Var):
             later = next((st for st in self.func.stmts if st.target == expr.name), None)
+            if expr.name not in self.env and later is self.current:
+                raise SpecError(
+                    f"{expr.name!r} reads itself: a statement cannot use its own result",
+                    expr.loc,
+                )
             if expr.name not in self.env and later is not None:
                 raise SpecError(
                     f"{expr.name!r} is read before it is assigned (on line "

@@ -156,6 +156,10 @@ CHECK_ERRORS = [
         "in order, so a cycle has no value",
     ),
     (
+        "func f(x: f32[4, 8]) -> y: f32[4, 8] {\n    t = relu(t)\n    y = relu(t)\n}\n",
+        "{path}:2:14: error: 't' reads itself: a statement cannot use its own result",
+    ),
+    (
         "func f(x: f32[4, 8], w: f32[8, 8], b: f32[4]) -> y: f32[4, 8] {\n"
         "    y = relu(add(matmul(x, w), b))\n"
         "}\n",
