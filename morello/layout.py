@@ -273,8 +273,11 @@ def layout_by_name(name: str, rank: int) -> Layout | None:
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def family_name(layout: Layout, shape: Sequence[int]) -> str | None:
     """The name of a layout family that gives ``layout`` on ``shape`` (canonical forms), if any.
+
+    Memoized: decompositions ask it of every Spec they see (``shape`` must be hashable).
 
     ``packed_cols(16)`` and the like are tried with the block sizes ``layout`` uses.
     """

@@ -133,6 +133,7 @@ def overload_key(op: OpDef) -> str:
     return f"{op.name}/" + ".".join(str(len(a.indices)) for a in op.operands)
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def base_name(key: str) -> str:
     """The declared name of the op called ``key`` (an overload's key without its ranks)."""
     return key.split("/", 1)[0]
