@@ -17,8 +17,9 @@ from typing import Any
 from morello import __version__
 from morello.codegen.bench import bench
 from morello.codegen.compile import compile_shared
-from morello.codegen.harness import check, missing_isa
+from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
+from morello.codegen.runner import cannot_run
 from morello.context import SynthesisContext, make_context
 from morello.db.sqlite import default_db_path, file_stats, open_table
 from morello.errors import ExitCode, MorelloError, TargetError
@@ -329,16 +330,17 @@ def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool)
 
 
 def _require_isa(solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext) -> None:
-    """Refuse to run generated code on a CPU that lacks what its kernels require."""
+    """Refuse to run generated code where it cannot run: a CPU that lacks what its kernels
+    require, another architecture without the target's emulator, no compiler."""
     needed: list[str] = []
     for _, impl, _ in solved:
         for node in impl.walk():
             for f in node.action.requires(ctx):
                 if f not in needed:
                     needed.append(f)
-    lacking = missing_isa(needed)
-    if lacking:
-        raise MorelloError(f"cannot run the generated code: this CPU lacks {', '.join(lacking)}")
+    why = cannot_run(ctx.target, needed)
+    if why:
+        raise MorelloError(f"cannot run the generated code: {why}")
 
 
 def _check(

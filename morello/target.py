@@ -11,6 +11,10 @@ import attrs
 
 from morello.layout import layout_by_name
 
+#: Roles of memory levels, which rule files meant for several targets name instead of levels:
+#: addressed memory (buffers), a cache, scalar registers, vector registers.
+LEVEL_ROLES = ("memory", "cache", "registers", "vector_registers")
+
 
 def _positive(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if value <= 0:
@@ -38,6 +42,12 @@ class MemoryLevel:
             strided tile would alias (see ``ways``). Empty: the level only caches.
         vector_bytes: register widths, for vector register files; empty otherwise.
         moves_to: names of the levels the move rewrite may bring data into from here.
+        role: what the level is, for rule files that are not written for one target
+            (``@registers|cache`` in a portable kernel): one of LEVEL_ROLES. By default
+            ``memory`` for an addressed level counted in bytes, ``cache`` for one without
+            addresses, ``vector_registers`` for registers with vector widths and
+            ``registers`` for other registers. A target with two caches may give the outer
+            one another role (or ``""``, none) so that portable kernels read only the inner.
     """
 
     name: str
@@ -49,6 +59,20 @@ class MemoryLevel:
     packs: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     vector_bytes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
+
+    @role.validator
+    def _known_role(self, _attr: attrs.Attribute[str], value: str) -> None:
+        if value and value not in LEVEL_ROLES:
+            raise ValueError(
+                f"level {self.name}: unknown role {value!r} (known: {', '.join(LEVEL_ROLES)})"
+            )
+
+    def default_role(self) -> str:
+        """The role a level has unless its target says otherwise (see ``role``)."""
+        if self.counts_registers:
+            return "vector_registers" if self.vector_bytes else "registers"
+        return "memory" if self.addressed else "cache"
 
     @property
     def counts_registers(self) -> bool:
@@ -81,10 +105,49 @@ class VectorType:
 
 @attrs.frozen
 class Compiler:
-    """How to compile generated C for this target."""
+    """How to compile generated C for this target.
+
+    Attributes:
+        cc: the C compiler command (a cross compiler for a target of another architecture).
+        flags: flags for every compilation (optimization, instruction sets).
+        openmp_flags: added to ``flags`` for C that holds a parallel loop (an OpenMP
+            pragma); without them the compiler would ignore the pragma and run the loop on
+            one thread.
+        package: where to get ``cc`` when it is missing (e.g. a Debian package), for the
+            message that says so; empty when there is nothing to suggest.
+    """
 
     cc: str = "cc"
     flags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    openmp_flags: tuple[str, ...] = attrs.field(default=("-fopenmp",), converter=tuple)
+    package: str = ""
+
+
+@attrs.frozen
+class Platform:
+    """Where a target's code runs, and how to tell whether this machine can run it.
+
+    Code runs *natively*, loaded into the Python process, on a machine of the same
+    architecture whose CPU has the features the code's kernels require (read from the
+    ``features_field`` line of /proc/cpuinfo: ``flags`` on x86, ``Features`` on ARM). On a
+    machine of another architecture it runs *emulated*: compiled into a small executable
+    that reads its inputs from files and writes its output to one, run by the ``emulator``
+    command (which provides every feature of the emulated CPU). No timing is meaningful
+    under emulation, so ``bench`` refuses it.
+
+    Attributes:
+        arch: the machine name (``platform.machine()``) of CPUs that run the code natively.
+        features_field: the /proc/cpuinfo field listing the CPU's features.
+        emulator: command prefix that runs one of the target's executables on another
+            architecture, e.g. ``("qemu-aarch64", "-L", "/usr/aarch64-linux-gnu")``; empty:
+            the code runs natively only.
+        emulator_package: where to get the emulator when it is missing (message only).
+    """
+
+    arch: str = "x86_64"
+    features_field: str = "flags"
+    emulator: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    emulator_package: str = ""
 
 
 @attrs.frozen
@@ -115,6 +178,9 @@ class CostCoefficients:
     continues them, and pays nothing. Only operands the loop's Spec reads once are charged
     (each element used by one point of its iteration space, as a matvec's weights); reused
     operands come mostly from caches, where a restart's latency hides.
+
+    ``fork_join`` is the cost of starting a parallel loop's threads and waiting for the last
+    of them, paid once per run of the loop (see ``morello.nodes.parallel``).
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
@@ -129,6 +195,7 @@ class CostCoefficients:
     stream_restart: Mapping[str, int] = attrs.field(
         factory=dict, converter=lambda m: dict(sorted(m.items()))
     )
+    fork_join: int = 0
 
     def __hash__(self) -> int:
         return hash(
@@ -139,6 +206,7 @@ class CostCoefficients:
                 self.stream_lines,
                 tuple(self.chain_latency.items()),
                 tuple(self.stream_restart.items()),
+                self.fork_join,
             )
         )
 
@@ -208,9 +276,14 @@ class Target:
         vector_types: SIMD types available for register-resident vectors.
         layouts: layout families the move rewrite may choose for new buffers.
         rule_sets: names of the rule files (without ``.rules``) this target enables.
-        isa: CPU features the generated code requires (checked before running it).
+        isa: CPU features the target has, named as its ``platform.features_field`` names
+            them; rule files whose ``requires`` asks for more are skipped, and the features
+            the chosen kernels require are checked before the code runs.
         compiler: compiler and flags producing code that runs on the target.
-        processors: cores available to parallel loops.
+        platform: the architecture the code runs on, how to detect its features, and the
+            emulator that runs it elsewhere.
+        processors: cores available to parallel loops: the most threads a parallel loop
+            may run on (``SynthesisContext.threads``, ``--threads``, is at most this).
         peers: the libraries ``bench`` times generated code against, each with the
             settings that hold it to what this target's CPU would run.
     """
@@ -223,6 +296,7 @@ class Target:
     rule_sets: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     isa: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     compiler: Compiler = attrs.field(factory=Compiler)
+    platform: Platform = attrs.field(factory=Platform)
     processors: int = 1
     peers: tuple[Peer, ...] = attrs.field(default=(), converter=tuple)
 

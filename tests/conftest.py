@@ -1,20 +1,30 @@
 """Shared fixtures and markers.
 
 ``ctx``: a SynthesisContext for the target under test (``--target`` or ``MORELLO_TEST_TARGET``,
-default zen1). ``requires_isa(*flags)`` skips on CPUs without the flags (named as in
-/proc/cpuinfo), or fails when ``MORELLO_REQUIRE_ISA=1`` so CI cannot silently test nothing.
+default zen1). Markers:
+
+* ``runs_code(*features)``: the test compiles and runs code for the target under test (which
+  needs ``features``, named as the target's /proc/cpuinfo field names them; default: all the
+  target's ``isa``). Skipped where this machine cannot run it (another architecture and no
+  emulator, a CPU without the features, no cross compiler), with the reason; failed instead
+  when ``MORELLO_REQUIRE_ISA=1``, so CI cannot silently test nothing.
+* ``target(*names)``: the test is written for these targets' kernels or programs (it names
+  them); skipped when another target is under test.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from morello.codegen.harness import missing_isa
+from morello.codegen.runner import cannot_run
 from morello.context import SynthesisContext, make_context
+from morello.plugins import Plugins
+from morello.target import Target
 
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile(
@@ -48,7 +58,7 @@ def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def target_name(request: pytest.FixtureRequest) -> str:
-    return request.config.getoption("--target") or os.environ.get("MORELLO_TEST_TARGET", "zen1")
+    return _target_under_test(request.config)
 
 
 @pytest.fixture(scope="session")
@@ -56,13 +66,26 @@ def ctx(target_name: str) -> SynthesisContext:
     return make_context(target_name)
 
 
+def _target_under_test(config: pytest.Config) -> str:
+    return config.getoption("--target") or os.environ.get("MORELLO_TEST_TARGET", "zen1")
+
+
+@functools.cache
+def _target(name: str) -> Target:
+    return Plugins().target(name)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    marker = item.get_closest_marker("requires_isa")
+    name = _target_under_test(item.config)
+    only = item.get_closest_marker("target")
+    if only is not None and name not in only.args:
+        pytest.skip(f"written for target {', '.join(only.args)}; the target under test is {name}")
+    marker = item.get_closest_marker("runs_code")
     if marker is None:
         return
-    lacking = missing_isa(marker.args)
-    if lacking:
-        reason = f"CPU lacks {', '.join(lacking)}"
+    target = _target(name)
+    why = cannot_run(target, marker.args or target.isa)
+    if why:
         if os.environ.get("MORELLO_REQUIRE_ISA") == "1":
-            pytest.fail(f"{reason} and MORELLO_REQUIRE_ISA=1")
-        pytest.skip(reason)
+            pytest.fail(f"{why} and MORELLO_REQUIRE_ISA=1")
+        pytest.skip(why)

@@ -1,4 +1,4 @@
-"""Loads compiled code with ctypes, runs it on random inputs, compares with NumPy.
+"""Runs compiled code on random inputs (``runner``: natively or emulated), compares with NumPy.
 
 Shared by ``--check``, the benchmarks and the tests, so they cannot drift apart. The
 reference comes from the op's index notation; buffers are filled through the operands'
@@ -7,13 +7,12 @@ layouts, so any layout is handled the same way.
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import numpy as np
 
+from morello.codegen import runner
 from morello.context import SynthesisContext
 from morello.errors import CheckFailed
 from morello.lang.spec_file import Program
@@ -76,17 +75,14 @@ def random_inputs(program: Program, ctx: SynthesisContext, seed: int = 0) -> dic
 def run(
     lib_path: Path, program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisContext
 ) -> np.ndarray:
-    """Call the compiled function once; returns the logical output array."""
-    lib = ctypes.CDLL(str(lib_path))
-    fn = getattr(lib, program.name)
-    fn.restype = None
+    """Call the compiled function once (natively or under the target's emulator, see
+    ``runner``); returns the logical output array."""
     buffers = [to_buffer(inputs[name], ts, ctx) for name, ts in program.params]
     _, rts = program.result
     dt = ctx.dtype(rts.dtype)
     out = aligned_empty(rts.volume, dt.np_dtype())
     out[:] = dt.encode(np.full(rts.volume, np.nan, dtype=dt.logical_dtype()))
-    args = [b.ctypes.data_as(ctypes.c_void_p) for b in (*buffers, out)]
-    fn(*args)
+    runner.call(lib_path, program.name, [*buffers, out], ctx.target)
     return from_buffer(out, rts, ctx)
 
 
@@ -171,20 +167,3 @@ def check(lib_path: Path, program: Program, ctx: SynthesisContext, seed: int = 0
             f"got {got[result.first_bad]:.7g}, expected {want[result.first_bad]:.7g}"
         )
     return result
-
-
-def missing_isa(features: Sequence[str]) -> list[str]:
-    """Which of ``features`` (named as /proc/cpuinfo names them) this CPU lacks.
-
-    Returns an empty list where /proc/cpuinfo cannot be read.
-    """
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return []
-    flags: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.split(":", 1)[1].split())
-            break
-    return [f for f in features if f not in flags]

@@ -22,7 +22,7 @@ from morello.rules.index_notation import OpDef, base_name, overload_key
 from morello.rules.kernels import Kernel
 from morello.rules.rewrites import DecomposeRule, Rule, SchemaRule
 from morello.spec import TensorSpec
-from morello.target import CostCoefficients, Target
+from morello.target import LEVEL_ROLES, CostCoefficients, Target
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,11 @@ def assemble_rule_set(
         rules.extend(rf.rules)
         kernels.extend(rf.kernels)
     table = OpTable(ops)
-    kernels = [_resolve_kernel(k, table) for k in kernels]
+    kernels = [
+        _resolve_kernel(k, table)
+        for k in (_kernel_levels(k, target) for k in kernels)
+        if k is not None
+    ]
     rules = [r for rule in rules for r in _resolve_rule(rule, table)]
     _check(target, coefficients, table, rules, kernels, schemas)
     return RuleSet(table, tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
@@ -226,6 +230,36 @@ def _no_overload(name: str, table: OpTable, ranks: Sequence[int], out: int | Non
         for _, d in table.overloads(name)
     )
     return f"no form of {name} has operand ranks {form(ranks, out)} (forms: {forms})"
+
+
+def _kernel_levels(k: Kernel, target: Target) -> Kernel | None:
+    """``k`` with level roles (``@registers|cache``) replaced by the target's levels of those
+    roles; None when some operand (or its scratch) names only roles the target has no level
+    for, so the kernel cannot apply there. Unknown names stay for ``_check`` to report."""
+    names = {lv.name for lv in target.levels}
+
+    def resolve(levels: Sequence[str]) -> tuple[str, ...] | None:
+        out: list[str] = []
+        for name in levels:
+            if name in names or name not in LEVEL_ROLES:
+                out.append(name)
+            else:
+                out.extend(lv.name for lv in target.levels if lv.role == name)
+        return tuple(dict.fromkeys(out)) if out or not levels else None
+
+    operands = []
+    for pat in k.operands:
+        levels = resolve(pat.levels)
+        if levels is None:
+            return None
+        operands.append(attrs.evolve(pat, levels=levels))
+    scratch = []
+    for level, units in k.scratch:
+        resolved = resolve((level,))
+        if resolved is None:
+            return None
+        scratch.extend((lv, units) for lv in resolved[:1])
+    return attrs.evolve(k, operands=tuple(operands), scratch=tuple(scratch))
 
 
 def _resolve_kernel(k: Kernel, table: OpTable) -> Kernel:
@@ -329,7 +363,8 @@ def _check(
                 if lv not in level_names:
                     raise RuleError(
                         f"kernel {k.name}: unknown memory level {lv!r} "
-                        f"(target {target.name} has {', '.join(sorted(level_names))})",
+                        f"(target {target.name} has {', '.join(sorted(level_names))}; "
+                        f"roles: {', '.join(LEVEL_ROLES)})",
                         k.loc,
                     )
             for layout in pat.layouts:
@@ -340,7 +375,8 @@ def _check(
             if lv not in level_names:
                 raise RuleError(
                     f"kernel {k.name}: scratch in unknown memory level {lv!r} "
-                    f"(target {target.name} has {', '.join(sorted(level_names))})",
+                    f"(target {target.name} has {', '.join(sorted(level_names))}; "
+                    f"roles: {', '.join(LEVEL_ROLES)})",
                     k.loc,
                 )
         for term in k.cost:

@@ -11,7 +11,7 @@ import pytest
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not found")
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 def test_every_nest_matches_numpy(
     tmp_path: Path, benchmark_script: Callable[[str], ModuleType]
 ) -> None:

@@ -168,7 +168,7 @@ def test_cli_help_has_an_example() -> None:
     assert "python -m morello --target TARGET examples/matmul_64.lark" in result.stdout
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 def test_cli_bench_text_names_peers_ratio_and_limit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
 ) -> None:

@@ -33,7 +33,7 @@ def test_names_fresh_skips_reserved_names_and_their_element_names() -> None:
     assert names.fresh("r") == "r0"
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 @pytest.mark.parametrize("b_layout", ["row_major", "col_major"])
 def test_names_parameters_named_like_locals_still_match_numpy(
     ctx: SynthesisContext, tmp_path: Path, b_layout: str

@@ -14,7 +14,7 @@ from morello.context import SynthesisContext
 from morello.nodes import KernelAction, MoveAction
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 def test_packed_program_matches_numpy(ctx: SynthesisContext, tmp_path: Path) -> None:
     if ctx.target.name != "zen1":
         pytest.skip("zen1's L1 packing")

@@ -54,8 +54,8 @@ SYNTAX_ERRORS = [
     ),
     (_kernel("c: f33[1, 1] @RF = zero()"), "{path}:2:8: error: expected a dtype, found 'f33'"),
     (
-        _kernel("c: f32[1, 1] @rf = zero()"),
-        "{path}:2:19: error: expected a memory level, found 'rf'",
+        _kernel("c: f32[1, 1] @1 = zero()"),
+        "{path}:2:19: error: expected a memory level, found '1'",
     ),
     (
         _kernel("c: f32[1 1] @RF = zero()"),
@@ -156,37 +156,48 @@ _NORM = "op norm(x[i, j], z[i, k]) -> y[i, j] = x[i, j] / (sum(k) z[i, k])\n"
 
 # Checks made when a target assembles its rule set; {target}, {levels} and {coefficients}
 # stand for the target under test's name, sorted level names and coefficient names.
+_ROLES = "roles: memory, cache, registers, vector_registers"
+
 RULE_SET_ERRORS = [
     (
-        _kernel("c: f32[1, 1] @RF = zero()\n    scratch 2 L0"),
+        _kernel("c: f32[1, 1] @registers = zero()\n    scratch 2 L0"),
         "{path}:1:1: error: kernel k9: scratch in unknown memory level 'L0' "
-        "(target {target} has {levels})",
+        "(target {target} has {levels}; " + _ROLES + ")",
     ),
     (
-        _kernel("c: f32[1, 1] @RF|L0 = zero()"),
-        "{path}:1:1: error: kernel k9: unknown memory level 'L0' (target {target} has {levels})",
+        _kernel("c: f32[1, 1] @registers|L0 = zero()"),
+        "{path}:1:1: error: kernel k9: unknown memory level 'L0' "
+        "(target {target} has {levels}; " + _ROLES + ")",
     ),
     (
-        _kernel("c: f32[1, 1] @RF = zero()", cost="2 * zap"),
+        _kernel("c: f32[1, 1] @rf = zero()"),
+        "{path}:1:1: error: kernel k9: unknown memory level 'rf' "
+        "(target {target} has {levels}; " + _ROLES + ")",
+    ),
+    (
+        _kernel("c: f32[1, 1] @registers = zero()", cost="2 * zap"),
         "{path}:1:1: error: kernel k9: unknown cost coefficient 'zap' "
         "(target {target} defines {coefficients})",
     ),
-    (_kernel("c: f32[1, 1] @RF = zerox()"), "{path}:1:1: error: kernel k9: unknown op 'zerox'"),
     (
-        _kernel("c: f32[1] @RF += matmul(a: f32[1, 1] @RF, b: f32[1, 1] @RF)"),
+        _kernel("c: f32[1, 1] @registers = zerox()"),
+        "{path}:1:1: error: kernel k9: unknown op 'zerox'",
+    ),
+    (
+        _kernel("c: f32[1] @registers += matmul(a: f32[1, 1] @registers, b: f32[1, 1] @registers)"),
         "{path}:1:1: error: kernel k9: operand c has rank 1, matmul expects 2",
     ),
     (
-        _kernel("c: f32[1, 1, 1] @RF = zero()"),
+        _kernel("c: f32[1, 1, 1] @registers = zero()"),
         "{path}:1:1: error: kernel k9: no form of zero has operand ranks () -> 3 "
         "(forms: () -> 2, () -> 1)",
     ),
     (
-        _kernel("c: f32[1, 1] @RF diag = zero()"),
+        _kernel("c: f32[1, 1] @registers diag = zero()"),
         "{path}:1:1: error: kernel k9: unknown layout 'diag'",
     ),
     (
-        _kernel("c: f32[1, 1] @RF = zero()") * 2,
+        _kernel("c: f32[1, 1] @registers = zero()") * 2,
         "{path}:5:1: error: kernel 'k9' is declared twice",
     ),
     (
@@ -208,7 +219,8 @@ RULE_SET_ERRORS = [
     (
         _NORM
         + _kernel(
-            "y: f32[1, 1] @RF += norm(x: f32[1, 1] @RF, z: f32[1, 1] @RF)", template='"{y} = {x};"'
+            "y: f32[1, 1] @registers += norm(x: f32[1, 1] @registers, z: f32[1, 1] @registers)",
+            template='"{y} = {x};"',
         ),
         "{path}:2:1: error: kernel k9: norm has no accumulating form (a reduction inside its "
         "expression), so it cannot accumulate or be split along a reduction",

@@ -92,7 +92,7 @@ def test_rule_parse_scalar_kernels() -> None:
     mac = kernels["mac_f32"]
     assert (mac.op, mac.accum, mac.rule_set) == ("matmul", True, "scalar")
     assert [o.name for o in mac.operands] == ["a", "b", "c"]
-    assert all(o.levels == ("RF", "L1") for o in mac.operands)
+    assert all(o.levels == ("registers", "cache") for o in mac.operands)  # roles
     assert all(o.dims == (1, 1) and o.dtype == "f32" for o in mac.operands)
     assert mac.cost == (CostTerm(1, ("mac",)),)
     assert mac.c_lines == ("{c} += {a} * {b};",)

@@ -43,8 +43,8 @@ SYNTAX_ERRORS = [
     ),
     (_MM + "    c = matmul(a, $)\n}\n", "{path}:2:19: error: expected a name, found '$'"),
     (
-        "func f(a: f32[4, 4] @gl) -> c: f32[4, 4] {\n" + _MOVE,
-        "{path}:1:22: error: expected a memory level, found 'gl'",
+        "func f(a: f32[4, 4] @9) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:22: error: expected a memory level, found '9'",
     ),
     (
         "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n}\n",
@@ -208,6 +208,10 @@ CHECK_ERRORS = [
     (
         "func f(a: f32[4, 4] @L9) -> c: f32[4, 4] {\n" + _MOVE,
         "{path}:1:11: error: parameter a: unknown memory level 'L9' (this target has {levels})",
+    ),
+    (
+        "func f(a: f32[4, 4] @cache) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: unknown memory level 'cache' (this target has {levels})",
     ),
     (
         "func f(a: f32[4, 4] @GL|RF) -> c: f32[4, 4] {\n" + _MOVE,

@@ -54,7 +54,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernel_name" in metafunc.fixturenames:
         ruleset = make_context(_target_name(metafunc.config)).ruleset
         params = [
-            pytest.param(k.name, marks=pytest.mark.requires_isa(*k.requires), id=k.name)
+            pytest.param(k.name, marks=pytest.mark.runs_code(*k.requires), id=k.name)
             for k in ruleset.kernels
         ]
         metafunc.parametrize("kernel_name", params)

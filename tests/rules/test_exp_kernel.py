@@ -38,7 +38,7 @@ def _kernel() -> Kernel:
     return kernel
 
 
-pytestmark = pytest.mark.requires_isa(*_kernel().requires)
+pytestmark = pytest.mark.runs_code(*_kernel().requires)
 
 
 def _loop(name: str, body: list[str]) -> str:

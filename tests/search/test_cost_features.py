@@ -58,7 +58,7 @@ def _loops_under_latency(ctx: SynthesisContext, latency: int) -> list[int]:
     return [n for n in impl.walk() if isinstance(n.action, LoopAction)]  # type: ignore[misc]
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 def test_chain_latency_prefers_many_accumulators(ctx: SynthesisContext) -> None:
     # With a latency, the reduction loop runs over all 8 accumulators (k outside n); the
     # loop over one accumulator at a time would wait 8x as long per trip.
@@ -92,7 +92,7 @@ def test_scratch_must_fit_the_limits(ctx: SynthesisContext) -> None:
     assert not matches(1)
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 def test_gemma_walks_several_panels_into_many_accumulators(ctx: SynthesisContext) -> None:
     """The main loop reads at least four 16-column panels at once into 8 to 16 accumulators.
 
@@ -160,7 +160,7 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
     assert set(_restarts(ctx, reused).values()) == {0}
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 def test_f32_matvec_reads_whole_rows(ctx: SynthesisContext) -> None:
     """With restarts priced, zen1's f32 matvec walks whole rows of the weights, not blocks.
 

@@ -155,7 +155,7 @@ def test_dp_equals_exhaustive_on_tiny_graphs_of_other_ops(ctx: SynthesisContext,
     assert result.cost == impl.cost
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 @pytest.mark.parametrize(
     "text",
     [chain(4, 8, 8, 8), chain(3, 5, 2, 8, nested=True), chain3(2, 8)],

@@ -97,7 +97,7 @@ def backward_ctx(ctx: SynthesisContext) -> SynthesisContext:
     return attrs.evolve(ctx, ruleset=ruleset)
 
 
-@pytest.mark.requires_isa(*("avx2", "fma"))
+@pytest.mark.runs_code
 def test_new_node_kind_is_searched_stored_printed_and_compiled(
     backward_ctx: SynthesisContext, tmp_path: Path
 ) -> None:

@@ -79,13 +79,13 @@ def _synthesize_and_check(ctx: SynthesisContext, text: str, tmp_path: Path) -> N
     check(compile_shared(source.c_text, ctx.target, tmp_path), prog, ctx)
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 @pytest.mark.parametrize("text", list(SINGLE_OPS.values()), ids=list(SINGLE_OPS))
 def test_each_op_matches_numpy(ctx: SynthesisContext, text: str, tmp_path: Path) -> None:
     _synthesize_and_check(ctx, text, tmp_path)
 
 
-@pytest.mark.requires_isa("avx2", "fma")
+@pytest.mark.runs_code
 @pytest.mark.parametrize("text", list(GRAPHS.values()), ids=list(GRAPHS))
 def test_each_graph_matches_numpy(ctx: SynthesisContext, text: str, tmp_path: Path) -> None:
     _synthesize_and_check(ctx, text, tmp_path)

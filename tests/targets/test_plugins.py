@@ -179,7 +179,7 @@ def test_plugins_hook_returning_non_target_names_plugin() -> None:
 def test_plugins_calibration_plugin_tryfirst_overrides_target_defaults() -> None:
     @hookimpl(tryfirst=True)
     def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
-        return CostCoefficients(level_hit={"GL": 99, "L1": 9, "RF": 0}, named={"mac": 7})
+        return CostCoefficients(level_hit={"DRAM": 99, "SRAM": 9, "REG": 0}, named={"mac": 7})
 
     calibration = _module("calibration", morello_cost_coefficients=morello_cost_coefficients)
     plugins = Plugins(modules=[toy_target, calibration], entry_points=False)
