@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from morello import __version__
-from morello.codegen.bench import bench
+from morello.codegen.bench import bench, require_native
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
@@ -246,7 +246,9 @@ def _bench_main(argv: Sequence[str]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
     try:
-        ctx, solved = _synthesize_file(args, Plugins())
+        plugins = Plugins()
+        require_native(plugins.target(args.target or _default_target(plugins)))
+        ctx, solved = _synthesize_file(args, plugins)
         _require_isa(solved, ctx)
         rows = bench(
             Path(args.spec).stem,

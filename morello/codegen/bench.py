@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from morello.codegen import runner
 from morello.codegen.array_peers import time_array_peers
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import (
@@ -34,8 +35,10 @@ from morello.codegen.limits import LimitsBench, MachineLimits
 from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
 from morello.codegen.timing import PRELUDE, Timing, measure, timed_loop
 from morello.context import SynthesisContext
+from morello.errors import MorelloError
 from morello.impl import Impl
 from morello.lang.spec_file import Program
+from morello.target import Target
 
 #: Peak-loop C type of an output dtype whose arithmetic the peak bounds.
 _PEAK_CTYPES = {"f32": "float", "f64": "double"}
@@ -91,6 +94,23 @@ def _peer_bytes(program: Program, ctx: SynthesisContext, input_dtype: str) -> in
     return sum(t.volume * size for t in ins) + out.volume * ctx.dtype(out.dtype).size
 
 
+def require_native(target: Target) -> None:
+    """Refuse to time code that would not run natively here: timings under an emulator say
+    nothing about the target.
+
+    Raises:
+        MorelloError: the target's code runs on another architecture.
+    """
+    how = runner.how_to_run(target)
+    if how.mode == "emulated" or runner.host_arch() != target.platform.arch:
+        why = how.reason if how.mode is None else f"its code would run {how.reason}"
+        raise MorelloError(
+            f"bench times code only where it runs natively: target {target.name} runs on "
+            f"{target.platform.arch} and this machine is {runner.host_arch()} ({why}); "
+            "no speed is claimed under emulation (--check works there)"
+        )
+
+
 def bench(
     label: str,
     solved: Sequence[tuple[Program, Impl, float]],
@@ -110,7 +130,10 @@ def bench(
 
     Raises:
         CheckFailed: the generated code (or a peer) disagrees with the reference.
+        MorelloError: the code cannot run natively here (timings under an emulator say
+            nothing about the target, so none are taken).
     """
+    require_native(ctx.target)
     workdir = Path(tempfile.mkdtemp(prefix="morello-bench-"))
     source = lower_to_c(label, [(p, i) for p, i, _ in solved], ctx)
     harness = "".join(timing_harness(p, ctx) for p, _, _ in solved)

@@ -1,6 +1,7 @@
 """Golden C: the generated source of small specs, compared byte for byte; and determinism.
 
-Goldens live in ``tests/codegen/golden/<module>/<test>.<ext>``. ``pytest --update-golden``
+Goldens live in ``tests/codegen/golden/<target>/<module>/<test>.<ext>``, one set per target
+under test (its own kernels make its own C). ``pytest --update-golden``
 rewrites them; review the diff and commit it with the change that caused it. A missing golden
 fails with instructions. The one line that names the Morello version is normalized to
 ``<version>`` before comparing, so a release does not touch the goldens.
@@ -86,14 +87,16 @@ def compare_golden(path: Path, text: str, update: bool, nodeid: str) -> None:
 
 
 @pytest.fixture
-def golden(request: pytest.FixtureRequest) -> GoldenCheck:
-    """``golden(text, ext)`` compares ``text`` with this test's golden file."""
+def golden(request: pytest.FixtureRequest, target_name: str) -> GoldenCheck:
+    """``golden(text, ext)`` compares ``text`` with this test's golden file for the target
+    under test."""
     update = bool(request.config.getoption("--update-golden"))
     module = Path(str(request.node.path)).stem
     test = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")
 
     def check(text: str, ext: str = ".c") -> None:
-        compare_golden(GOLDEN_ROOT / module / f"{test}{ext}", text, update, request.node.nodeid)
+        path = GOLDEN_ROOT / target_name / module / f"{test}{ext}"
+        compare_golden(path, text, update, request.node.nodeid)
 
     return check
 
