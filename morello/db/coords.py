@@ -4,11 +4,13 @@ The key holds what has no useful order: the op, whether it accumulates, whether 
 serial, and per operand its dtype, level, canonical layout (physical dims and contiguity) and
 vector size. The point holds what is ordered, on the tile scale:
 
-* one coordinate per index variable of the op: the size's position in the sequence of tile
-  sizes the rules make, 1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and three times them),
-  so neighbouring tile sizes are neighbouring points and their boxes can merge. Any other
-  size (a tail, an odd root) goes into the key instead (its coordinate is 0), so such Specs
-  form tables of their own;
+* one coordinate per index variable of the op, on the tile scale of the size's family. A
+  size is ``m * 2^k`` with ``m`` odd. Family 0 is ``m`` = 1 or 3: the coordinate is the size's
+  position in 1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and three times them), so
+  neighbouring tile sizes are neighbouring points and their boxes can merge. Every other odd
+  ``m`` is a family of its own, held in the key, with coordinate ``k``: 7, 14, 28, 56 (tiles
+  of a 7 x 2^k size policy) are neighbouring points of family 7, and a tail or an odd root
+  (5, 10, 100 = 25 * 4) lands in its family like any size;
 * one coordinate per memory level: ``bit_length(limit)``, i.e. 0 for no memory and
   ``log2(limit) + 1`` otherwise (limits are always powers of two).
 
@@ -34,20 +36,26 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def size_coord(n: int) -> int | None:
-    """Position of ``n`` in 1, 2, 3, 4, 6, 8, 12, ...; None for other sizes.
+def size_coord(n: int) -> tuple[int, int]:
+    """``(family, coordinate)`` of a positive size ``n``.
 
-    1 is 0, ``2^a`` is ``2a - 1`` and ``3 * 2^b`` is ``2b + 2``.
+    Family 0 holds 1, 2, 3, 4, 6, 8, 12, ... in order: 1 is 0, ``2^a`` is ``2a - 1`` and
+    ``3 * 2^b`` is ``2b + 2``. Any other ``n = m * 2^k`` (``m`` odd, at least 5) is ``(m, k)``.
     """
+    if n <= 0:
+        raise ValueError(f"a size is positive, not {n}")
     if _is_pow2(n):
-        return max(0, 2 * (n.bit_length() - 1) - 1)
+        return 0, max(0, 2 * (n.bit_length() - 1) - 1)
     if n % 3 == 0 and _is_pow2(n // 3):
-        return 2 * (n // 3).bit_length()
-    return None
+        return 0, 2 * (n // 3).bit_length()
+    k = (n & -n).bit_length() - 1
+    return n >> k, k
 
 
-def size_from_coord(c: int) -> int:
+def size_from_coord(family: int, c: int) -> int:
     """Inverse of ``size_coord``."""
+    if family:
+        return family << c
     if c == 0:
         return 1
     if c % 2:
@@ -70,34 +78,29 @@ def spec_to_coords(spec: Spec, ctx: SynthesisContext) -> tuple[Key, Point]:
     opdef = ctx.ruleset.ops[spec.op]
     sizes = opdef.sizes([t.shape for t in spec.operands])
     assert isinstance(sizes, dict)
-    exact = []
+    families = []
     size_point = []
     for v in opdef.index_vars:
-        n = sizes[v]
-        c = size_coord(n)
-        if c is not None:
-            exact.append(0)
-            size_point.append(c)
-        else:
-            exact.append(n)
-            size_point.append(0)
+        family, c = size_coord(sizes[v])
+        families.append(family)
+        size_point.append(c)
     operands = tuple(
         (t.dtype, t.level, t.layout.dims, t.layout.contig, t.vector_size or 0)
         for t in spec.operands
     )
-    key = (spec.op, spec.accum, spec.serial, tuple(exact), operands)
+    key = (spec.op, spec.accum, spec.serial, tuple(families), operands)
     point = (*size_point, *(limit_coord(n) for n in spec.limits))
     return key, point
 
 
 def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
     """The Spec at ``point`` of table ``key``."""
-    op, accum, serial, exact, operands = key
+    op, accum, serial, families, operands = key
     opdef = ctx.ruleset.ops[op]
     nvars = len(opdef.index_vars)
     sizes = {
-        v: (e if e else size_from_coord(c))
-        for v, e, c in zip(opdef.index_vars, exact, point[:nvars], strict=True)
+        v: size_from_coord(family, c)
+        for v, family, c in zip(opdef.index_vars, families, point[:nvars], strict=True)
     }
     limits = tuple(limit_from_coord(c) for c in point[nvars:])
     tensors = []

@@ -27,7 +27,9 @@ from morello.errors import MemoTableError
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
 
-FORMAT_VERSION: Final = 3
+#: 4: a size that is not 2^k or 3 * 2^k is a family (its odd part) in the key and a
+#: coordinate (its power of two) in the point; 3 held the size itself in the key.
+FORMAT_VERSION: Final = 4
 _BUSY_TIMEOUT_S: Final = 120.0
 
 _SCHEMA: Final = """

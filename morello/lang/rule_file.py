@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -28,7 +28,7 @@ from morello.rules.index_notation import (
     OpDef,
     Reduce,
 )
-from morello.rules.kernels import PLACEHOLDER, CostTerm, Kernel, OperandPattern
+from morello.rules.kernels import MAX_MASK_BITS, PLACEHOLDER, CostTerm, Kernel, OperandPattern
 from morello.rules.rewrites import (
     DecomposeRule,
     OpPattern,
@@ -321,9 +321,13 @@ class _Builder:
         name_tok, pattern, *clauses, c_clause = item.children
         cost_clause = clauses[-1]
         scratch: list[tuple[str, int]] = []
-        if len(clauses) == 2:
-            assert isinstance(clauses[0], lark.Tree)
-            for it in clauses[0].children:
+        where: list[lark.Tree[lark.Token]] = []
+        for clause in clauses[:-1]:
+            assert isinstance(clause, lark.Tree)
+            if clause.data == "where_clause":
+                where = clause.children  # type: ignore[assignment]
+                continue
+            for it in clause.children:
                 assert isinstance(it, lark.Tree)
                 units_tok, level_tok = it.children
                 scratch.append((str(level_tok), int(str(units_tok))))
@@ -348,10 +352,11 @@ class _Builder:
                     f"kernel {name_tok}: {d!r} names both an operand and a dimension",
                     self.loc(item),
                 )
+        bounds = self._bounds(str(name_tok), where, dim_vars)
         lines = []
         for tok in c_clause.children:
             assert isinstance(tok, lark.Token)
-            self._check_template(str(name_tok), tok, names, dim_vars)
+            self._check_template(str(name_tok), tok, names, dim_vars, bounds)
             lines.append(_unescape(str(tok)[1:-1]))
         self.kernels.append(
             Kernel(
@@ -365,15 +370,48 @@ class _Builder:
                 requires=tuple(self.requires),
                 includes=tuple(self.includes),
                 scratch=tuple(scratch),
+                bounds=tuple((v, lo, hi) for v, (lo, hi) in bounds.items()),
                 loc=self.loc(item),
             )
         )
 
+    def _bounds(
+        self, kernel: str, where: list[lark.Tree[lark.Token]], dim_vars: list[str]
+    ) -> dict[str, tuple[int, int]]:
+        """``where`` bounds by dim variable: each names a dim variable of the pattern once,
+        with ``1 <= lowest <= highest``."""
+        bounds: dict[str, tuple[int, int]] = {}
+        for bound in where:
+            *lo_tok, var_tok, hi_tok = bound.children
+            var, lo, hi = str(var_tok), int(str(lo_tok[0])) if lo_tok else 1, int(str(hi_tok))
+            if var not in dim_vars:
+                known = ", ".join(dict.fromkeys(dim_vars)) or "none"
+                raise RuleError(
+                    f"kernel {kernel}: 'where' bounds {var!r}, which is not a dim variable "
+                    f"of the pattern (dim variables: {known})",
+                    self.loc(var_tok),
+                )
+            if var in bounds:
+                raise RuleError(f"kernel {kernel}: {var!r} is bounded twice", self.loc(var_tok))
+            if not 1 <= lo <= hi:
+                raise RuleError(
+                    f"kernel {kernel}: empty or non-positive bound {lo} <= {var} <= {hi}",
+                    self.loc(bound),
+                )
+            bounds[var] = (lo, hi)
+        return bounds
+
     def _check_template(
-        self, kernel: str, tok: lark.Token, operands: list[str], dim_vars: list[str]
+        self,
+        kernel: str,
+        tok: lark.Token,
+        operands: list[str],
+        dim_vars: list[str],
+        bounds: Mapping[str, tuple[int, int]],
     ) -> None:
-        """Every ``{...}`` in a template line is ``{x}`` or ``{&x}`` for an operand ``x``, or
-        ``{n}`` for a dim variable ``n`` of the pattern."""
+        """Every ``{...}`` in a template line is ``{x}`` or ``{&x}`` for an operand ``x``,
+        ``{n}`` for a dim variable ``n`` of the pattern, or ``{mask(n)}`` for one that a
+        ``where`` clause bounds by at most MAX_MASK_BITS."""
         raw = str(tok)[1:-1]
         for m in _BRACE_GROUP.finditer(raw):
             loc = SourceLocation(self.path, tok.line or 1, (tok.column or 1) + 1 + m.start())
@@ -384,6 +422,21 @@ class _Builder:
                     "templates allow only {x} and {&x} for an operand x",
                     loc,
                 )
+            if placeholder.group(3) is not None:
+                var = placeholder.group(3)
+                if var not in dim_vars:
+                    raise RuleError(
+                        f"kernel {kernel}: {m.group(0)} names {var!r}, which is not a dim "
+                        "variable of the pattern",
+                        loc,
+                    )
+                if var not in bounds or bounds[var][1] > MAX_MASK_BITS:
+                    raise RuleError(
+                        f"kernel {kernel}: {m.group(0)} needs a bound on {var!r} of at most "
+                        f"{MAX_MASK_BITS} lanes (add 'where {var} <= N' before the cost)",
+                        loc,
+                    )
+                continue
             if not placeholder.group(1) and placeholder.group(2) in dim_vars:
                 continue
             if placeholder.group(2) not in operands:

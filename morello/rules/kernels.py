@@ -2,8 +2,10 @@
 
 Templates may contain ``{x}`` (operand ``x`` as a C lvalue: an element or a register
 variable), ``{&x}`` (the address of ``x``'s first element) and ``{n}`` (the extent a dim
-variable of the pattern is bound to); nothing else in braces is
-substituted. Substitution is a small regex, never ``str.format``. Knows no kernel by name.
+variable of the pattern is bound to) and ``{mask(n)}`` (an integer literal with the low
+``n`` bits set, for a dim variable ``n`` the kernel bounds by at most 64: the lane mask of a
+masked load or store of ``n`` elements); nothing else in braces is substituted.
+Substitution is a small regex, never ``str.format``. Knows no kernel by name.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ import attrs
 from morello.errors import SourceLocation
 from morello.spec import Spec, TensorSpec
 
-PLACEHOLDER: Final = re.compile(r"\{(&?)([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``{x}``, ``{&x}`` (groups 1 and 2) or ``{mask(n)}`` (group 3).
+PLACEHOLDER: Final = re.compile(
+    r"\{(?:(&?)([A-Za-z_][A-Za-z0-9_]*)|mask\(([A-Za-z_][A-Za-z0-9_]*)\))\}"
+)
+#: The widest lane mask ``{mask(n)}`` renders (an ``unsigned long long`` literal).
+MAX_MASK_BITS: Final = 64
 
 
 @attrs.frozen
@@ -83,6 +90,8 @@ class Kernel:
     requires: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     includes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     scratch: tuple[tuple[str, int], ...] = attrs.field(default=(), converter=tuple)
+    #: ``(variable, lowest, highest)``: the extents a dim variable may be bound to.
+    bounds: tuple[tuple[str, int, int], ...] = attrs.field(default=(), converter=tuple)
     loc: SourceLocation | None = attrs.field(default=None, eq=False)
 
     def match(
@@ -108,6 +117,9 @@ class Kernel:
         for pat, ts in zip(self.operands, spec.operands, strict=True):
             if not pat.match(ts, bindings, layout_named):
                 return None
+        for var, lo, hi in self.bounds:
+            if not lo <= bindings[var] <= hi:
+                return None
         return bindings
 
     def main_cost(self, bindings: Mapping[str, int], coefficients: Mapping[str, int]) -> int:
@@ -123,13 +135,22 @@ class Kernel:
     def render(
         self, operands: Mapping[str, tuple[str, str]], bindings: Mapping[str, int] = {}
     ) -> list[str]:
-        """C lines with ``{x}``/``{&x}`` replaced from ``operands[x] = (lvalue, address)``
-        and ``{n}`` by the extent bound to dim variable ``n``."""
+        """C lines with ``{x}``/``{&x}`` replaced from ``operands[x] = (lvalue, address)``,
+        ``{n}`` by the extent bound to dim variable ``n`` and ``{mask(n)}`` by its mask."""
 
         def sub(m: re.Match[str]) -> str:
+            if m.group(3) is not None:
+                return lane_mask(bindings[m.group(3)])
             if m.group(2) not in operands:
                 return str(bindings[m.group(2)])
             lvalue, address = operands[m.group(2)]
             return address if m.group(1) else lvalue
 
         return [PLACEHOLDER.sub(sub, line) for line in self.c_lines]
+
+
+def lane_mask(n: int) -> str:
+    """A C integer literal with the low ``n`` bits set (0 <= n <= 64): ``0x7u`` for 3."""
+    if not 0 <= n <= MAX_MASK_BITS:
+        raise ValueError(f"a lane mask has 0..{MAX_MASK_BITS} bits, not {n}")
+    return f"{hex((1 << n) - 1)}{'u' if n <= 32 else 'ull'}"

@@ -50,7 +50,9 @@ def test_coords_spec_point_spec_round_trips(ctx: SynthesisContext, data: st.Data
     assert coords_to_spec(key, point, ctx) == spec
 
 
-def test_coords_tile_sizes_are_positions_and_others_go_to_the_key(ctx: SynthesisContext) -> None:
+def test_coords_tile_sizes_are_positions_and_others_families_in_the_key(
+    ctx: SynthesisContext,
+) -> None:
     row = layout_by_name("row_major", 2)
     assert row is not None
     ts = [
@@ -59,12 +61,31 @@ def test_coords_tile_sizes_are_positions_and_others_go_to_the_key(ctx: Synthesis
     ]
     spec = Spec("matmul", ts, False, ctx.target.max_limits())
     key, point = spec_to_coords(spec, ctx)
-    assert point[:3] == (5, 6, 0)  # m = 8, n = 12 = 3 * 4, k = 5 is neither
+    assert point[:3] == (5, 6, 0)  # m = 8, n = 12 = 3 * 4, k = 5 = 5 * 2^0 is neither
     assert key[3] == (0, 0, 5)
 
 
 def test_size_coordinates_number_the_tile_sizes_in_order() -> None:
     sizes = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
-    assert [size_coord(n) for n in sizes] == list(range(len(sizes)))
-    assert [size_from_coord(c) for c in range(len(sizes))] == sizes
-    assert [size_coord(n) for n in (5, 7, 9, 10, 18, 36, 100)] == [None] * 7
+    assert [size_coord(n) for n in sizes] == [(0, c) for c in range(len(sizes))]
+    assert [size_from_coord(0, c) for c in range(len(sizes))] == sizes
+
+
+def test_other_sizes_are_families_of_their_odd_part_on_the_doubling_scale() -> None:
+    # 7, 14, 28, 56: the 7 x 2^k tiles are neighbouring points of family 7.
+    assert [size_coord(n) for n in (7, 14, 28, 56)] == [(7, 0), (7, 1), (7, 2), (7, 3)]
+    assert [size_coord(n) for n in (5, 9, 10, 18, 36, 100)] == [
+        (5, 0),
+        (9, 0),
+        (5, 1),
+        (9, 1),
+        (9, 2),
+        (25, 2),
+    ]
+
+
+@given(st.integers(1, 1 << 40))
+def test_every_positive_size_has_coordinates_and_back(n: int) -> None:
+    family, c = size_coord(n)
+    assert family == 0 or (family % 2 == 1 and family >= 5)
+    assert size_from_coord(family, c) == n

@@ -50,7 +50,7 @@ SYNTAX_ERRORS = [
     (_K, "{path}:3:19: error: expected one of '*', '+', '/' or 'c', found end of file"),
     (
         'kernel k:\n    c: f32[1, 1] @RF = zero()\n    c "{c} = 0;"\n',
-        "{path}:3:5: error: expected one of 'cost' or 'scratch', found 'c'",
+        "{path}:3:5: error: expected one of 'cost', 'scratch' or 'where', found 'c'",
     ),
     (_kernel("c: f33[1, 1] @RF = zero()"), "{path}:2:8: error: expected a dtype, found 'f33'"),
     (
@@ -139,7 +139,7 @@ CHECK_ERRORS = [
     ),
     (
         "rewrite tile_out for * sizes odd\n",
-        "{path}:1:24: error: unknown size policy 'odd' (known: pow2, pow2_3, all)",
+        "{path}:1:24: error: unknown size policy 'odd' (known: pow2, pow2_3, pow2x7, all)",
     ),
     (
         "rewrite t: matmul(a, b) -> c => { c = zero(); c += matmul(a, q) }\n",
