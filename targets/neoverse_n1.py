@@ -66,7 +66,9 @@ NEOVERSE_N1 = Target(
         emulator=("qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"),
         emulator_package="Debian's qemu-user",
     ),
-    processors=1,
+    # A Graviton2 has 64 N1 cores; a `parallel func` may use up to that many threads
+    # (OpenMP, with the cross compiler's libgomp; qemu-user runs them as host threads).
+    processors=64,
 )
 
 

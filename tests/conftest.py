@@ -8,6 +8,9 @@ default zen1). Markers:
   target's ``isa``). Skipped where this machine cannot run it (another architecture and no
   emulator, a CPU without the features, no cross compiler), with the reason; failed instead
   when ``MORELLO_REQUIRE_ISA=1``, so CI cannot silently test nothing.
+* ``times_code``: the test times code for the target under test (``bench``, peers, the
+  machine's limits), which is meaningful only where the code runs natively; skipped where it
+  would run under an emulator, whatever ``MORELLO_REQUIRE_ISA`` says (``bench`` refuses that).
 * ``target(*names)``: the test is written for these targets' kernels or programs (it names
   them); skipped when another target is under test.
 """
@@ -21,6 +24,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from morello.codegen import runner
 from morello.codegen.runner import cannot_run
 from morello.context import SynthesisContext, make_context
 from morello.plugins import Plugins
@@ -80,10 +84,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     only = item.get_closest_marker("target")
     if only is not None and name not in only.args:
         pytest.skip(f"written for target {', '.join(only.args)}; the target under test is {name}")
+    target = _target(name)
+    if item.get_closest_marker("times_code") is not None:
+        how = runner.how_to_run(target)
+        if how.mode == "emulated" or runner.host_arch() != target.platform.arch:
+            pytest.skip(
+                f"times code, and target {name}'s code runs on {target.platform.arch}, "
+                f"not natively on this {runner.host_arch()} machine"
+            )
     marker = item.get_closest_marker("runs_code")
     if marker is None:
         return
-    target = _target(name)
     why = cannot_run(target, marker.args or target.isa)
     if why:
         if os.environ.get("MORELLO_REQUIRE_ISA") == "1":

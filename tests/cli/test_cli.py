@@ -169,6 +169,7 @@ def test_cli_help_has_an_example() -> None:
 
 
 @pytest.mark.runs_code
+@pytest.mark.times_code
 def test_cli_bench_text_names_peers_ratio_and_limit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
 ) -> None:

@@ -28,6 +28,8 @@ from morello.errors import CheckFailed
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.target import ARRAY_PEER_LIBRARIES, Peer
 
+pytestmark = pytest.mark.times_code
+
 HAS_JAX = importlib.util.find_spec("jax") is not None
 NO_JAX = "JAX is not installed (pip install 'morello[jax]')"
 

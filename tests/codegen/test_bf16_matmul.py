@@ -33,7 +33,7 @@ SHAPES = tuple(itertools.product((1, 2, 5), (1, 3, 16, 64), (1, 8, 24, 64)))
 B_LAYOUTS = {"row": "row_major", "col": "col_major", "packed8": "packed_cols(8)"}
 VECTOR_KERNEL = "bcast_fma_bf16_f32x8"
 
-pytestmark = pytest.mark.runs_code
+pytestmark = [pytest.mark.target("zen1"), pytest.mark.runs_code]
 
 
 def func_name(layout: str, shape: tuple[int, int, int]) -> str:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "gemma_matvec.lark"
 CALLERS = ROOT / "tests" / "c"
 
-pytestmark = pytest.mark.runs_code
+pytestmark = [pytest.mark.target("zen1"), pytest.mark.runs_code]
 
 
 @pytest.fixture(scope="module")

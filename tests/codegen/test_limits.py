@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from morello.codegen.limits import (
     STREAMS,
     LimitsBench,
@@ -13,6 +15,8 @@ from morello.codegen.limits import (
     vector_bytes,
 )
 from morello.context import SynthesisContext
+
+pytestmark = pytest.mark.times_code
 
 
 def test_limits_source_uses_the_target_vector_width(ctx: SynthesisContext) -> None:

@@ -35,6 +35,8 @@ from morello.context import SynthesisContext, make_context
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.target import ARRAY_PEER_LIBRARIES, BLAS_PEER_LIBRARIES, Peer
 
+pytestmark = pytest.mark.times_code
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # The same product written five ways: operand order, letters, output orientation, and a

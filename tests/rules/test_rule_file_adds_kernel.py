@@ -33,7 +33,7 @@ from morello.plugins import Plugins
 from morello.search.solve import synthesize
 from morello.target import CostCoefficients, Target, VectorType
 
-pytestmark = pytest.mark.runs_code
+pytestmark = [pytest.mark.target("zen1"), pytest.mark.runs_code]
 
 SSE_RULES = """\
 # Rule set "x86_sse": 4-wide f32 kernels for 128-bit vector registers (SSE + FMA).

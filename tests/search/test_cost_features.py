@@ -24,6 +24,8 @@ from morello.search.solve import synthesize
 from morello.spec import Spec
 from morello.target import CostCoefficients
 
+pytestmark = pytest.mark.target("zen1")
+
 
 def test_line_cost_streams_and_strides() -> None:
     c = CostCoefficients(
