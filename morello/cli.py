@@ -36,6 +36,8 @@ examples (TARGET is a name that --list-targets prints):
   python -m morello --target TARGET examples/matmul_64.lark -o out/mm write out/mm.c, out/mm.h
   python -m morello --target TARGET examples/matmul_64.lark --impl --stats
   python -m morello --target TARGET examples/matmul_64.lark --no-db   keep no memo table file
+  python -m morello --target TARGET examples/matmul_512_parallel.lark --threads 2
+                                               a 'parallel func' with loops on 2 threads
   python -m morello db stats --target TARGET                          inspect the memo table
 """
 
@@ -73,9 +75,21 @@ def _parser() -> argparse.ArgumentParser:
         help="memo table file (default: a per-target file in the user's cache folder)",
     )
     p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
+    _add_threads(p)
     p.add_argument("--list-targets", action="store_true", help="list installed targets and exit")
     p.add_argument("--version", action="version", version=f"morello {__version__}")
     return p
+
+
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="most threads a parallel loop of a 'parallel func' may run on, from 1 to the "
+        "target's processors (default: all of them, whatever this machine has, so the C "
+        "does not depend on it); 1 makes a 'parallel func' an error",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,7 +189,7 @@ def _synthesize_file(
     """Parse ``args.spec``, build the target's context and synthesize every function."""
     spec_file = parse_spec_file(args.spec)  # syntax errors need no target
     target_name = args.target or _default_target(plugins)
-    ctx = make_context(target_name, plugins, args.rules)
+    ctx = make_context(target_name, plugins, args.rules, args.threads)
     programs = [build_program(f, ctx) for f in spec_file.funcs]
     db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
     table = open_table(db_path, ctx)
@@ -187,6 +201,13 @@ def _synthesize_file(
             table.flush()
     finally:
         table.close()
+    for func, (program, impl, _) in zip(spec_file.funcs, solved, strict=True):
+        if not program.spec.serial and impl.threads() == 1:
+            print(
+                f"{func.loc}: warning: parallel func {func.name} runs on one thread: no "
+                f"parallel loop is cheaper than the serial code at this size",
+                file=sys.stderr,
+            )
     return ctx, solved
 
 
@@ -237,6 +258,7 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
     p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
     p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
+    _add_threads(p)
     return p
 
 
@@ -277,6 +299,7 @@ def _bench_text(r: dict[str, Any]) -> str:
         f"{r['spec']}: morello {r['gflops']:.2f} GFLOP/s, {r['gbps']:.2f} GB/s "
         f"({r['seconds'] * us:.2f} us, spread {r['seconds_low'] * us:.2f}-"
         f"{r['seconds_high'] * us:.2f}), synthesis {r['synthesis_seconds']:.1f} s"
+        + (f", on {r['threads_used']} threads" if r["threads_used"] > 1 else "")
     ]
     for name, p in r["peers"].items():
         lines.append(

@@ -48,6 +48,9 @@ class Action(Protocol):
     def requires(self, ctx: SynthesisContext) -> tuple[str, ...]:
         """CPU features the node's own code needs."""
 
+    def parallelism(self) -> int:
+        """Threads the node's own code runs its children on (1: one after the other)."""
+
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """Write the node's C through ``em`` (children through ``em.node``)."""
 
@@ -61,6 +64,10 @@ class Impl:
     children: tuple[Impl, ...]
     cost: int
     peaks: tuple[int, ...]
+
+    def threads(self) -> int:
+        """The most threads any part of the tree runs on (1: it is serial)."""
+        return max(node.action.parallelism() for node in self.walk())
 
     def walk(self) -> list[Impl]:
         """This node and every descendant, pre-order."""

@@ -33,7 +33,10 @@ ZEN1 = Target(
     rule_sets=("core", "scalar", "scalar_exp", "x86_avx2", "x86_avx2_exp"),
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
     compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
-    processors=1,
+    # A Ryzen 7 1700, the desktop Zen 1 part: 8 cores in two 4-core complexes. Cores, not
+    # its 16 SMT threads: two threads of a core share its FMA pipes, which one thread of
+    # these kernels already fills. --threads lowers it (to the cores a machine has).
+    processors=8,
     # The peers of benchmarks, one thread each and held to the instructions Zen 1 has, so
     # none runs AVX-512 code on a machine that has it: NumPy's OpenBLAS with its Haswell
     # (AVX2 + FMA) kernels, and Intel MKL (when installed) limited to AVX2, for products;
@@ -118,6 +121,10 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         stream_restart={"GL": 800},
         # An FMA's result is ready 5 cycles after it issues; a scalar add's 3.
         chain_latency={"VRF": 5, "RF": 3},
+        # Starting a parallel loop's threads and joining them (GCC's libgomp, threads kept
+        # spinning between loops): 1.7-3 us per loop on the 2-core machine of BENCHMARKS.md
+        # when it was quiet (4300-8100 cycles at 2.6 GHz), far more when it was not.
+        fork_join=6000,
         named={
             "mac": 2,
             "scalar_op": 1,

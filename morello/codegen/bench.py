@@ -126,7 +126,8 @@ def bench(
     ``peers_missing`` (name -> why), ``ratios`` (each peer's median time over ours: above 1
     we are faster), ``best_peer`` and ``ratio`` (the best peer's), ``peak_gflops``,
     ``read_gbps``, ``read_gbps_footprint``, ``bound`` and ``fraction_of_limit``,
-    ``synthesis_seconds``.
+    ``synthesis_seconds``, ``threads`` (the most the context allows) and ``threads_used``
+    (the most the code runs on; the peers run on those the target's settings give them).
 
     Raises:
         CheckFailed: the generated code (or a peer) disagrees with the reference.
@@ -161,6 +162,8 @@ def bench(
             synthesis_seconds=seconds,
             cost=impl.cost,
             target=ctx.target.name,
+            threads=ctx.threads,
+            threads_used=impl.threads(),
         )
         rows.append(row)
     return rows

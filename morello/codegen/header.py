@@ -43,6 +43,9 @@ def lower_to_c(
     # Banner, a blank line, the includes (if any) and a blank line, then the functions
     # separated by blank lines: exactly one blank line between any two blocks.
     c_text = banner + "\n"
+    threads = max((impl.threads() for _, impl in programs), default=1)
+    if threads > 1:
+        c_text += _openmp_note(threads, ctx) + "\n\n"
     if headers:
         c_text += "".join(f"#include {h}\n" for h in headers) + "\n"
     c_text += "\n".join(bodies)
@@ -60,15 +63,24 @@ def lower_to_c(
         "#endif",
         "",
     ]
-    for program, _ in programs:
-        h_lines.append(_doc_comment(program, ctx))
+    for program, impl in programs:
+        h_lines.append(_doc_comment(program, ctx, impl.threads()))
         h_lines.append(c_signature(program, ctx, restrict=False) + ";")
         h_lines.append("")
     h_lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return CSource(unit, c_text, "\n".join(h_lines))
 
 
-def _doc_comment(program: Program, ctx: SynthesisContext) -> str:
+def _openmp_note(threads: int, ctx: SynthesisContext) -> str:
+    """What C with a parallel loop needs: OpenMP, and the flags that turn it on."""
+    flags = " ".join(ctx.target.compiler.openmp_flags)
+    return (
+        f"/* Parallel loops on up to {threads} threads: compile with OpenMP ({flags}),\n"
+        " * or they run on one thread. */"
+    )
+
+
+def _doc_comment(program: Program, ctx: SynthesisContext, threads: int = 1) -> str:
     lines = [f"/* {program.name}: {program.spec.op}, synthesized for {ctx.target.name}."]
     coords = [chr(ord("i") + d) for d in range(max(len(t.shape) for t in program.spec.operands))]
     for name, ts in (*program.params, program.result):
@@ -84,5 +96,10 @@ def _doc_comment(program: Program, ctx: SynthesisContext) -> str:
         lines.append(" * A bf16 value is stored as the top 16 bits of the float32 it stands for.")
     lines.append(" * Buffers are dense, in the layouts above; the output is overwritten and must")
     lines.append(" * not overlap the inputs. No globals and no allocation shared between calls:")
-    lines.append(" * safe to call from several threads at once on different outputs. */")
+    lines.append(" * safe to call from several threads at once on different outputs.")
+    if threads > 1:
+        flags = " ".join(ctx.target.compiler.openmp_flags)
+        lines.append(f" * Runs parallel loops on up to {threads} threads (OpenMP): compile")
+        lines.append(f" * its .c file with {flags}, or they run on one thread.")
+    lines[-1] += " */"
     return "\n".join(lines)

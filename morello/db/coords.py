@@ -1,8 +1,9 @@
 """Specs as coordinates: a discrete table key and a point in Z>=0^d.
 
 The key holds what has no useful order: the op, whether it accumulates, whether it must be
-serial, and per operand its dtype, level, canonical layout (physical dims and contiguity) and
-vector size. The point holds what is ordered, on the tile scale:
+serial (and if not, the most threads its parallel loops may use), and per operand its dtype,
+level, canonical layout (physical dims and contiguity) and vector size. The point holds what
+is ordered, on the tile scale:
 
 * one coordinate per index variable of the op, on the tile scale of the size's family. A
   size is ``m * 2^k`` with ``m`` odd. Family 0 is ``m`` = 1 or 3: the coordinate is the size's
@@ -88,14 +89,22 @@ def spec_to_coords(spec: Spec, ctx: SynthesisContext) -> tuple[Key, Point]:
         (t.dtype, t.level, t.layout.dims, t.layout.contig, t.vector_size or 0)
         for t in spec.operands
     )
-    key = (spec.op, spec.accum, spec.serial, tuple(families), operands)
+    key = (spec.op, spec.accum, _serial_key(spec, ctx), tuple(families), operands)
     point = (*size_point, *(limit_coord(n) for n in spec.limits))
     return key, point
 
 
+def _serial_key(spec: Spec, ctx: SynthesisContext) -> bool | tuple[str, int]:
+    """``True`` for a serial Spec; for one that may run in parallel, the thread count its
+    answers were found for (``("threads", n)``), so that answers for other counts are
+    never read back."""
+    return True if spec.serial else ("threads", ctx.threads)
+
+
 def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
     """The Spec at ``point`` of table ``key``."""
-    op, accum, serial, families, operands = key
+    op, accum, serial_key, families, operands = key
+    serial = serial_key is True
     opdef = ctx.ruleset.ops[op]
     nvars = len(opdef.index_vars)
     sizes = {

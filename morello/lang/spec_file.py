@@ -195,9 +195,11 @@ def build_program(func: FuncDef, ctx: SynthesisContext, *, require_kernels: bool
     (the peers of a benchmark run it without synthesis).
 
     Raises:
-        SpecError: unknown op or name, arity, rank, shape or dtype mismatch, or a graph of
-            more ops than synthesis supports.
+        SpecError: unknown op or name, arity, rank, shape or dtype mismatch, a graph of
+            more ops than synthesis supports, or a ``parallel func`` with one thread.
     """
+    if func.parallel and ctx.threads < 2:
+        raise SpecError(_one_thread(func, ctx), func.loc)
     checker = _Checker(func, ctx, require_kernels)
     apps = checker.check()  # the result is assigned an op application, so there is one
     limits = ctx.target.max_limits()
@@ -219,6 +221,20 @@ def build_program(func: FuncDef, ctx: SynthesisContext, *, require_kernels: bool
     operands = (*(checker.env[n] for n in inputs), checker.result)
     spec = Spec(graph.name, operands, False, limits, not func.parallel)
     return Program(func.name, spec, params, result, (*inputs, func.result.name))
+
+
+def _one_thread(func: FuncDef, ctx: SynthesisContext) -> str:
+    """Why ``parallel func`` cannot run in parallel: it would silently be serial."""
+    target = ctx.target
+    if target.processors < 2:
+        return (
+            f"parallel func {func.name} needs 2 or more threads, but target {target.name} "
+            "has 1 processor (remove 'parallel')"
+        )
+    return (
+        f"parallel func {func.name} needs --threads 2 or more (target {target.name} has "
+        f"{target.processors} processors), found --threads {ctx.threads}"
+    )
 
 
 @attrs.frozen

@@ -14,5 +14,6 @@ from morello.nodes.block import BlockAction
 from morello.nodes.kernel import KernelAction
 from morello.nodes.loop import LoopAction
 from morello.nodes.move import MoveAction
+from morello.nodes.parallel import ParallelLoopAction
 
-__all__ = ["BlockAction", "KernelAction", "LoopAction", "MoveAction"]
+__all__ = ["BlockAction", "KernelAction", "LoopAction", "MoveAction", "ParallelLoopAction"]

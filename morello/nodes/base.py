@@ -1,4 +1,5 @@
-"""What most node kinds share: peak memory as the most any child needs, no headers."""
+"""What most node kinds share: peak memory as the most any child needs, no headers, one
+thread."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ class NodeBase:
     def requires(self, ctx: SynthesisContext) -> tuple[str, ...]:
         """CPU features the node's own code needs, as the target's ``isa`` names them."""
         return ()
+
+    def parallelism(self) -> int:
+        """Threads the node's own code runs its children on: 1, one after the other."""
+        return 1
 
 
 def max_peaks(child_peaks: Sequence[tuple[int, ...]], levels: int) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from morello.layout import family_name
 from morello.nodes import BlockAction
 from morello.rules.graph import GRAPH_PATTERN, is_graph
 from morello.rules.index_notation import base_name
-from morello.rules.schemas import LEVEL_KINDS, temp_buffers
+from morello.rules.schemas import LEVEL_KINDS, serial_over, temp_buffers
 from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
 
 if TYPE_CHECKING:
@@ -146,12 +146,13 @@ class DecomposeRule:
             if limits is None:
                 continue
             tensors = (*spec.operands, *(ts for _, ts in placed))
+            serial = serial_over(spec, (ts for _, ts in placed), ctx)
             stages: list[Spec] = []
             maps: list[tuple[int, ...]] = []
             for st in self.stages:
                 idxs = tuple(names.index(n) for n in (*st.args, st.target))
                 operands = tuple(tensors[i] for i in idxs)
-                stages.append(Spec(st.op, operands, st.accum, limits, spec.serial))
+                stages.append(Spec(st.op, operands, st.accum, limits, serial))
                 maps.append(idxs)
             if any(_same_goal(stage, spec) for stage in stages):
                 continue

@@ -3,9 +3,11 @@
 A schema turns a Spec into the actions one ``rewrite <schema> for <ops> ...`` line of a
 rule file offers. Built in: ``tile_out`` (loop over an output index), ``split`` (loop over a
 reduction index of an accumulating Spec), ``move`` (bring an operand into a faster level,
-possibly with a new layout) and ``pipeline`` (compute a graph's first statement into a
-temporary, then the rest of the graph). A size policy names the loop steps a tiling schema
-offers for an extent: ``pow2`` (1, 2, 4, ...), ``pow2_3`` (those and 3 * 2^k) and ``all``.
+possibly with a new layout), ``pipeline`` (compute a graph's first statement into a
+temporary, then the rest of the graph) and ``parallel_tile_out`` (loop over an output index
+on several threads, for Specs that may run in parallel). A size policy names the loop steps
+a tiling schema offers for an extent: ``pow2`` (1, 2, 4, ...), ``pow2_3`` (those and
+3 * 2^k) and ``all``.
 Both kinds are found through the ``morello_rewrite_schemas`` and ``morello_size_policies``
 hooks; this module implements them for the built-ins and is registered by
 ``plugins.Plugins`` before any entry point, so a plugin adds a schema exactly as these are.
@@ -16,7 +18,7 @@ fewer statements), so the Spec graph is acyclic. Knows no op by name.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -24,9 +26,16 @@ import attrs
 from morello.dtypes import dtype
 from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
-from morello.nodes import BlockAction, LoopAction, MoveAction
+from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction
 from morello.rules.graph import GraphOp
-from morello.spec import Spec, TensorSpec, cache_ways, memory_units, subtract_limits
+from morello.spec import (
+    Spec,
+    TensorSpec,
+    cache_ways,
+    memory_units,
+    snap_down,
+    subtract_limits,
+)
 from morello.target import MemoryLevel, Target
 
 if TYPE_CHECKING:
@@ -187,21 +196,55 @@ class Pipeline:
             if limits is None:
                 continue
             tensors = (*spec.operands, temp)
+            serial = serial_over(spec, (temp,), ctx)
             stages = (
-                Spec(first.op, tuple(tensors[i] for i in first_map), False, limits, spec.serial),
-                Spec(rest_op, tuple(tensors[i] for i in rest_map), False, limits, spec.serial),
+                Spec(first.op, tuple(tensors[i] for i in first_map), False, limits, serial),
+                Spec(rest_op, tuple(tensors[i] for i in rest_map), False, limits, serial),
             )
             yield BlockAction(self.name, stages, (first_map, rest_map), ((layout_name, temp),))
 
 
+@attrs.frozen
+class ParallelTileOut:
+    """Loop over one output index on several threads (``ParallelLoopAction``).
+
+    Only for Specs that may run in parallel (``Spec.serial`` false), when the context allows
+    more than one thread, and when every operand lives in the first level, which all cores
+    share (see ``serial_over``); only loops of two trips or more. The body and tail are
+    serial, so parallel loops never nest, and the body gets its thread's share of the first
+    level's limit (see ``morello.nodes.parallel``).
+    """
+
+    name: str = "parallel_tile_out"
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A parallel loop per tileable output index and step."""
+        if spec.serial or ctx.threads < 2:
+            return
+        if serial_over(spec, spec.operands, ctx):
+            return
+        for var in ctx.ruleset.ops[spec.op].tileable_vars:
+            for loop in _loops(self.name, spec, ctx, var, rule.sizes):
+                if loop.trips < 2:
+                    continue
+                workers = min(loop.trips, ctx.threads)
+                share = list(spec.limits)
+                share[0] = snap_down(share[0] // workers)
+                body = attrs.evolve(loop.body, serial=True, limits=tuple(share))
+                tail = None if loop.tail is None else attrs.evolve(loop.tail, serial=True)
+                yield ParallelLoopAction(
+                    self.name, var, loop.step, loop.trips, ctx.threads, body, tail
+                )
+
+
 BUILTIN_SCHEMAS: Mapping[str, Schema] = {
-    s.name: s for s in (TileOut(), Split(), Move(), Pipeline())
+    s.name: s for s in (TileOut(), Split(), Move(), Pipeline(), ParallelTileOut())
 }
 
 
 @hookimpl
 def morello_rewrite_schemas() -> list[Schema]:
-    """The built-in schemas: tile_out, split, move, pipeline."""
+    """The built-in schemas: tile_out, split, move, pipeline, parallel_tile_out."""
     return list(BUILTIN_SCHEMAS.values())
 
 
@@ -212,6 +255,19 @@ def morello_size_policies() -> Mapping[str, SizePolicy]:
 
 
 # ---- how the built-ins tile and move ------------------------------------------------------
+
+
+def serial_over(spec: Spec, tensors: Iterable[TensorSpec], ctx: SynthesisContext) -> bool:
+    """Whether a Spec derived from ``spec`` that works on ``tensors`` must be serial.
+
+    It must when ``spec`` must, or when one of ``tensors`` lives in a level other than the
+    first: caches and registers are each core's own, so code working in them runs on the
+    one core that holds them. Only Specs over the first level (main memory, which all cores
+    share) may run in parallel, which also keeps the serial and parallel Specs to search
+    from doubling below the first move.
+    """
+    first = ctx.target.levels[0].name
+    return spec.serial or any(t.level != first for t in tensors)
 
 
 def _retile(spec: Spec, ctx: SynthesisContext, var: str, size: int) -> Spec | None:
@@ -300,12 +356,13 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
                     continue
                 operands = list(spec.operands)
                 operands[idx] = dest
-                body = Spec(spec.op, tuple(operands), spec.accum, limits, spec.serial)
+                serial = serial_over(spec, (dest,), ctx)
+                body = Spec(spec.op, tuple(operands), spec.accum, limits, serial)
                 prologue = epilogue = None
                 if new_buffer and reads:
-                    prologue = Spec(copy_op, (ts, dest), False, limits, spec.serial)
+                    prologue = Spec(copy_op, (ts, dest), False, limits, serial)
                 if new_buffer and writes:
-                    epilogue = Spec(copy_op, (dest, ts), False, limits, spec.serial)
+                    epilogue = Spec(copy_op, (dest, ts), False, limits, serial)
                 yield MoveAction(
                     rule.name, idx, dest, layout_name, new_buffer, prologue, body, epilogue
                 )

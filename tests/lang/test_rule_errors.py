@@ -135,7 +135,8 @@ CHECK_ERRORS = [
     ),
     (
         "rewrite fuse for * sizes pow2\n",
-        "{path}:1:9: error: unknown rewrite schema 'fuse' (known: tile_out, split, move, pipeline)",
+        "{path}:1:9: error: unknown rewrite schema 'fuse' "
+        "(known: tile_out, split, move, pipeline, parallel_tile_out)",
     ),
     (
         "rewrite tile_out for * sizes odd\n",

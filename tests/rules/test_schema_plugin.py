@@ -79,7 +79,14 @@ def test_rule_file_uses_a_schema_and_a_size_policy_from_a_plugin(
         tmp_path,
         "rewrite halve for matmul sizes pow2\nrewrite tile_out for matmul sizes sevens\n",
     )
-    assert list(ctx.schemas) == ["tile_out", "split", "move", "pipeline", "halve"]
+    assert list(ctx.schemas) == [
+        "tile_out",
+        "split",
+        "move",
+        "pipeline",
+        "parallel_tile_out",
+        "halve",
+    ]
     spec = _spec(ctx, 16)
     halves = [a for a in spec_actions(spec, ctx) if getattr(a, "rule", None) == "halve"]
     assert [(a.var, a.step) for a in halves] == [("m", 8), ("n", 4)]  # type: ignore[attr-defined]
@@ -98,7 +105,7 @@ def test_unknown_schema_lists_the_registered_ones(target_name: str, tmp_path: Pa
         _ctx(target_name, tmp_path, "rewrite quarter for matmul\n")
     assert str(info.value).splitlines()[0] == (
         f"{tmp_path / 'halving.rules'}:1:9: error: unknown rewrite schema 'quarter' "
-        "(known: tile_out, split, move, pipeline, halve)"
+        "(known: tile_out, split, move, pipeline, parallel_tile_out, halve)"
     )
 
 
