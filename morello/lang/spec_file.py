@@ -348,6 +348,14 @@ class _Checker:
                 "decomposes it into ops that have",
                 expr.loc,
             )
+        dtypes = (*(ts.dtype for ts in args), produced.dtype)
+        if self.require_kernels and not self.ctx.ruleset.implementable(key, dtypes):
+            raise SpecError(
+                f"{expr.op} of {', '.join(dtypes[:-1]) or 'no inputs'} into {dtypes[-1]} has "
+                f"no kernel on target {self.ctx.target.name}, and no rewrite decomposes it "
+                "into ops that have",
+                expr.loc,
+            )
         self.apps.append(
             _App(expr, key, tuple(args), produced, tuple(n for _, n in inferred), name)
         )

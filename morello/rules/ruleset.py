@@ -130,10 +130,50 @@ class RuleSet:
                 out.setdefault(op.rank(0), name)
         return out
 
-    def implementable(self, op: str) -> bool:
+    def implementable(self, op: str, dtypes: Sequence[str] | None = None) -> bool:
         """Whether some kernel computes ``op`` (in either form), or a decomposition rewrites
-        it into ops that are implementable."""
-        return op in self._implementable
+        it into ops that are implementable.
+
+        With ``dtypes`` (one per operand, the output last), the kernels must take exactly
+        those dtypes (moves never convert, so some kernel must), and a decomposition's
+        stages are checked with the dtypes its tensors have (a temporary has the output's).
+        """
+        if dtypes is None:
+            return op in self._implementable
+        return self._typed(op, tuple(dtypes), frozenset())
+
+    def _typed(self, op: str, dtypes: tuple[str, ...], visiting: frozenset[str]) -> bool:
+        key = (op, dtypes)
+        if key in self._typed_memo:
+            return self._typed_memo[key]
+        if any(k.op == op and tuple(p.dtype for p in k.operands) == dtypes for k in self.kernels):
+            self._typed_memo[key] = True
+            return True
+        found = False
+        for r in self.rules:
+            if not isinstance(r, DecomposeRule) or r.op != op or op in visiting:
+                continue
+            names = (*r.params, r.output)
+            if len(names) != len(dtypes):
+                continue
+            of = dict(zip(names, dtypes, strict=True))
+            if all(
+                self._typed(
+                    st.op,
+                    tuple(of.get(a, dtypes[-1]) for a in (*st.args, st.target)),
+                    visiting | {op},
+                )
+                for st in r.stages
+            ):
+                found = True
+                break
+        if found or not visiting:  # a miss under the cycle guard may hold elsewhere
+            self._typed_memo[key] = found
+        return found
+
+    @functools.cached_property
+    def _typed_memo(self) -> dict[tuple[str, tuple[str, ...]], bool]:
+        return {}
 
     @functools.cached_property
     def _implementable(self) -> set[str]:

@@ -341,3 +341,26 @@ def test_an_op_with_no_kernel_on_the_target_is_a_located_error(tmp_path: Path) -
         f"{path}:2:9: error: softplus has no kernel on target zen1, and no rewrite "
         "decomposes it into ops that have"
     )
+
+
+def test_an_op_with_no_kernel_for_its_dtypes_is_a_located_error(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    # relu has kernels, but none of bf16; before the dtype check this stopped in synthesis
+    # with "no implementation" and no place.
+    path = _write(tmp_path, "func f(x: bf16[4, 8]) -> y: bf16[4, 8] {\n    y = relu(x)\n}\n")
+    (func,) = parse_spec_file(path).funcs
+    with pytest.raises(SpecError) as info:
+        build_program(func, ctx)
+    assert info.value.format().splitlines()[0] == (
+        f"{path}:2:9: error: relu of bf16 into bf16 has no kernel on target {ctx.target.name}, "
+        "and no rewrite decomposes it into ops that have"
+    )
+
+
+def test_an_op_with_kernels_for_its_dtypes_builds(ctx: SynthesisContext) -> None:
+    text = "func f(x: bf16[1, 64], w: bf16[64, 16]) -> y: f32[1, 16] {\n    y = matmul(x, w)\n}\n"
+    (func,) = parse_spec_file("bf16.lark", text).funcs
+    assert build_program(func, ctx).spec.output.dtype == "f32"
+    assert ctx.ruleset.implementable("matmul", ("bf16", "bf16", "f32"))
+    assert not ctx.ruleset.implementable("matmul", ("bf16", "bf16", "bf16"))
