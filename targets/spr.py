@@ -61,7 +61,8 @@ SPR = Target(
     # -march lets GCC use everything Sapphire Rapids has in the code around the kernels
     # (scalar loops, address arithmetic); the kernels name their instructions themselves.
     compiler=Compiler(cc="gcc", flags=("-O3", "-march=sapphirerapids", "-mtune=sapphirerapids")),
-    processors=1,
+    # A Xeon Platinum 8480+ has 56 cores; a `parallel func` may use up to that many threads.
+    processors=56,
     # The peers of benchmarks, one thread each and free to use every instruction the CPU
     # has (no ISA limit): OpenBLAS as NumPy ships it (its own CPU detection picks its
     # SkylakeX/Cooperlake/SapphireRapids kernels), Intel MKL (when installed), NumPy's own

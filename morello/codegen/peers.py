@@ -407,9 +407,12 @@ def _mkl_log(path: str) -> dict[str, str]:
     except OSError:
         return {}
     detail: dict[str, str] = {}
-    m = re.search(r"architecture (.*?) enabled processors, \S+ \S+ (\S+) (\S+)", text)
+    # "... architecture <isa>[ enabled processors], Lnx 2.60GHz lp64 sequential": the banner
+    # of a build held to an instruction set names "enabled processors", an unrestricted one
+    # only the set.
+    m = re.search(r"architecture (.*), \S+ \S+ (\S+) (\S+)\s*$", text, re.M)
     if m:
-        detail["isa"] = m.group(1)
+        detail["isa"] = m.group(1).removesuffix(" enabled processors")
         detail["interface"] = m.group(2)
         detail["threading"] = m.group(3)
     calls = re.findall(r"^MKL_VERBOSE ([A-Z0-9_]+)\(.*?(NThr:\d+)?$", text, re.M)

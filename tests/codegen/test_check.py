@@ -32,10 +32,11 @@ void f(const float *restrict a, const float *restrict b, float *restrict c)
 """
 
 WRONG_RULES = """\
-# A scalar multiply that forgets to accumulate: cheaper than mac_f32, and wrong.
+# A scalar multiply that forgets to accumulate: free, so cheaper than any target's kernels,
+# and wrong. Levels by role, so every target has them.
 kernel overwrite_f32:
-    c: f32[1, 1] @RF|L1 += matmul(a: f32[1, 1] @RF|L1, b: f32[1, 1] @RF|L1)
-    cost scalar_op
+    c: f32[1, 1] @registers|cache += matmul(a: f32[1, 1] @registers|cache, b: f32[1, 1] @registers|cache)
+    cost 0 * scalar_op
     c "{c} = {a} * {b};"
 """
 

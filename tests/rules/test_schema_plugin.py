@@ -95,7 +95,8 @@ def test_rule_file_uses_a_schema_and_a_size_policy_from_a_plugin(
         for a in spec_actions(_spec(ctx, 14), ctx)
         if isinstance(a, LoopAction) and a.rule == "tile_out" and a.step == 7
     ]
-    assert [a.var for a in sevens] == ["m", "n"]  # n = 8: one step of 7 and a tail
+    # n = 8: one step of 7 and a tail (a target with its own sevens, spr, offers them twice)
+    assert sorted(set(a.var for a in sevens)) == ["m", "n"]
     impl, _ = synthesize(spec, ctx)  # the extended rule set still synthesizes
     assert impl.cost > 0
 
