@@ -35,7 +35,8 @@ WRONG_RULES = """\
 # A scalar multiply that forgets to accumulate: free, so cheaper than any target's kernels,
 # and wrong. Levels by role, so every target has them.
 kernel overwrite_f32:
-    c: f32[1, 1] @registers|cache += matmul(a: f32[1, 1] @registers|cache, b: f32[1, 1] @registers|cache)
+    c: f32[1, 1] @registers|cache += matmul(
+        a: f32[1, 1] @registers|cache, b: f32[1, 1] @registers|cache)
     cost 0 * scalar_op
     c "{c} = {a} * {b};"
 """
