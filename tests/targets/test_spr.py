@@ -27,6 +27,10 @@ from morello.search.solve import synthesize
 from morello.spec import memory_units
 from morello.target import Target
 
+# Run in the spr factor (tox -e py311-spr, or pytest --target spr): the graph examples take
+# minutes of search, which the other factors need not pay.
+pytestmark = pytest.mark.target("spr")
+
 AVX512 = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 KERNELS = Path(__file__).resolve().parents[2] / "rules" / "kernels"
 
