@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -301,6 +302,12 @@ def _bench_text(r: dict[str, Any]) -> str:
         f"{r['seconds_high'] * us:.2f}), synthesis {r['synthesis_seconds']:.1f} s"
         + (f", on {r['threads_used']} threads" if r["threads_used"] > 1 else "")
     ]
+    cpus = os.cpu_count() or 1
+    if r["threads_used"] > cpus:
+        lines.append(
+            f"  note: the code runs on {r['threads_used']} threads, this machine has {cpus} "
+            "CPUs (see --threads)"
+        )
     for name, p in r["peers"].items():
         lines.append(
             f"  peer {name}: {p['gflops']:.2f} GFLOP/s ({p['seconds'] * us:.2f} us, "

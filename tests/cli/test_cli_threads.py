@@ -4,11 +4,12 @@ error; never silently serial."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from morello.cli import main
+from morello.cli import _bench_text, main
 from morello.plugins import Plugins
 
 TINY = "parallel func f(a: f32[2, 2], b: f32[2, 2]) -> c: f32[2, 2] {\n    c = matmul(a, b)\n}\n"
@@ -107,3 +108,33 @@ def test_help_documents_threads(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(argv) == 0
         out = " ".join(capsys.readouterr().out.split())
         assert "--threads N most threads a parallel loop of a 'parallel func' may run on" in out
+
+
+def test_bench_text_says_threads_and_more_threads_than_cpus() -> None:
+    row = {
+        "spec": "x.lark:f",
+        "gflops": 1.0,
+        "gbps": 1.0,
+        "seconds": 1e-3,
+        "seconds_low": 1e-3,
+        "seconds_high": 1e-3,
+        "synthesis_seconds": 1.0,
+        "peers": {},
+        "peers_missing": {},
+        "ratios": {},
+        "best_peer": None,
+        "ratio": None,
+        "bound": "compute",
+        "fraction_of_limit": 0.5,
+        "peak_gflops": 2.0,
+        "read_gbps": 1.0,
+        "read_gbps_footprint": 1.0,
+    }
+    cpus = os.cpu_count() or 1
+    one = _bench_text({**row, "threads_used": 1})
+    assert "threads" not in one
+    many = _bench_text({**row, "threads_used": cpus + 1}).splitlines()
+    assert many[0].endswith(f"synthesis 1.0 s, on {cpus + 1} threads")
+    assert many[1] == (
+        f"  note: the code runs on {cpus + 1} threads, this machine has {cpus} CPUs (see --threads)"
+    )
