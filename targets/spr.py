@@ -113,6 +113,9 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         stream_restart={"GL": 800},
         # An FMA's result is ready 4 cycles after it issues; a scalar add's 1 (3 for float).
         chain_latency={"VRF": 4, "RF": 3},
+        # Starting a parallel loop's threads and joining them (libgomp): zen1's figure, measured
+        # on this project's machine (a Sapphire Rapids) at 1.7-3 us per loop.
+        fork_join=6000,
         named={
             "mac": 2,
             "scalar_op": 1,
