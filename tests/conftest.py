@@ -10,7 +10,8 @@ default zen1). Markers:
   when ``MORELLO_REQUIRE_ISA=1``, so CI cannot silently test nothing.
 * ``times_code``: the test times code for the target under test (``bench``, peers, the
   machine's limits), which is meaningful only where the code runs natively; skipped where it
-  would run under an emulator, whatever ``MORELLO_REQUIRE_ISA`` says (``bench`` refuses that).
+  would run under an emulator, whatever ``MORELLO_REQUIRE_ISA`` says (``bench`` refuses that),
+  and otherwise treated as ``runs_code``.
 * ``target(*names)``: the test is written for these targets' kernels or programs (it names
   them); skipped when another target is under test.
 """
@@ -93,9 +94,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 f"not natively on this {runner.host_arch()} machine"
             )
     marker = item.get_closest_marker("runs_code")
-    if marker is None:
+    if marker is None and item.get_closest_marker("times_code") is None:
         return
-    why = cannot_run(target, marker.args or target.isa)
+    features = marker.args if marker is not None else ()
+    why = cannot_run(target, features or target.isa)
     if why:
         if os.environ.get("MORELLO_REQUIRE_ISA") == "1":
             pytest.fail(f"{why} and MORELLO_REQUIRE_ISA=1")

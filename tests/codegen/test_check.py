@@ -42,6 +42,7 @@ kernel overwrite_f32:
 """
 
 
+@pytest.mark.runs_code
 def test_check_raises_on_a_wrong_answer_with_the_first_mismatch(
     ctx: SynthesisContext, tmp_path: Path
 ) -> None:
@@ -59,6 +60,7 @@ def test_check_raises_on_a_wrong_answer_with_the_first_mismatch(
     )
 
 
+@pytest.mark.runs_code
 def test_cli_check_exits_1_when_a_kernel_is_wrong(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
 ) -> None:

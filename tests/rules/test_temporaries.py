@@ -107,6 +107,7 @@ def test_dp_equals_exhaustive_with_temporaries(temp_ctx: SynthesisContext) -> No
         assert result.cost == impl.cost, (m, k, n)
 
 
+@pytest.mark.runs_code
 def test_every_placement_of_the_temporary_compiles_and_matches_numpy(
     temp_ctx: SynthesisContext, target_name: str, tmp_path: Path
 ) -> None:
