@@ -15,9 +15,10 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from morello import __version__
 from morello.db.boxes import Box
@@ -99,31 +100,53 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise MemoTableError(f"cannot open memo table {path}: {exc}") from None
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "meta" in existing:
-            row = conn.execute("SELECT v FROM meta WHERE k = 'format'").fetchone()
-            if row is not None and row[0] != str(FORMAT_VERSION):
+    # Two processes opening a new file at once may find it locked while the other switches it
+    # to WAL or creates the tables (SQLite reports that at once, without waiting): try again.
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while True:
+        try:
+            _set_up(conn, path, create)
+            return conn
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                _close_with(conn, path, exc)
+            if time.monotonic() > deadline:
+                conn.close()
                 raise MemoTableError(
-                    f"memo table {path} has format {row[0]}, this Morello reads format "
-                    f"{FORMAT_VERSION}; {_hint(path)}"
-                )
-        if create:
-            conn.executescript(_SCHEMA)
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"meta", "tables", "boxes"} <= tables:
-            raise MemoTableError(f"{path} is not a Morello memo table; {_hint(path)}")
-    except MemoTableError:
-        conn.close()
-        raise
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise MemoTableError(
-            f"memo table {path} is damaged or not a database ({exc}); {_hint(path)}"
-        ) from None
-    return conn
+                    f"memo table {path} stayed locked by another process for "
+                    f"{_BUSY_TIMEOUT_S:.0f} s ({exc})"
+                ) from None
+            time.sleep(0.05)
+        except (MemoTableError, sqlite3.DatabaseError) as exc:
+            _close_with(conn, path, exc)
+
+
+def _close_with(conn: sqlite3.Connection, path: Path, exc: Exception) -> NoReturn:
+    conn.close()
+    if isinstance(exc, MemoTableError):
+        raise exc
+    raise MemoTableError(
+        f"memo table {path} is damaged or not a database ({exc}); {_hint(path)}"
+    ) from None
+
+
+def _set_up(conn: sqlite3.Connection, path: Path, create: bool) -> None:
+    """Switch to WAL, check the format, create the tables (if ``create``), check they exist."""
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" in existing:
+        row = conn.execute("SELECT v FROM meta WHERE k = 'format'").fetchone()
+        if row is not None and row[0] != str(FORMAT_VERSION):
+            raise MemoTableError(
+                f"memo table {path} has format {row[0]}, this Morello reads format "
+                f"{FORMAT_VERSION}; {_hint(path)}"
+            )
+    if create:
+        conn.executescript(_SCHEMA)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"meta", "tables", "boxes"} <= tables:
+        raise MemoTableError(f"{path} is not a Morello memo table; {_hint(path)}")
 
 
 class SqliteStore:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import sqlite3
@@ -9,10 +10,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from morello.cli import main
+from morello.db.sqlite import connect
 
 SPEC = """
 func mm_{n}(a: f32[{n}, {n}], b: f32[{n}, {n}]) -> c: f32[{n}, {n}] {{
@@ -149,3 +152,28 @@ def test_sqlite_other_format_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     assert (code, out) == (2, "")
     assert err.startswith(f"morello: error: memo table {db} has format 0, this Morello reads")
     assert err.strip().endswith("to start fresh")
+
+
+def _open_new(path: str, barrier: Any, out: Any) -> None:
+    barrier.wait()
+    try:
+        connect(Path(path), create=True).close()
+        out.put("ok")
+    except Exception as exc:  # reported to the parent
+        out.put(repr(exc))
+
+
+def test_sqlite_two_processes_creating_one_file_both_open_it(tmp_path: Path) -> None:
+    # Switching a new file to WAL and creating its tables while another process does the
+    # same made SQLite answer "database is locked" at once (about 1 try in 7 here), which
+    # was reported as a damaged table; opening now waits and tries again.
+    spawn = multiprocessing.get_context("fork")
+    for i in range(40):
+        path = str(tmp_path / f"memo{i}.sqlite3")
+        barrier, out = spawn.Barrier(2), spawn.Queue()
+        procs = [spawn.Process(target=_open_new, args=(path, barrier, out)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=60)
+        assert [out.get(timeout=5), out.get(timeout=5)] == ["ok", "ok"], i
