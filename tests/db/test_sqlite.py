@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sqlite3
@@ -10,12 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from morello.cli import main
-from morello.db.sqlite import connect
 
 SPEC = """
 func mm_{n}(a: f32[{n}, {n}], b: f32[{n}, {n}]) -> c: f32[{n}, {n}] {{
@@ -154,26 +151,33 @@ def test_sqlite_other_format_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.strip().endswith("to start fresh")
 
 
-def _open_new(path: str, barrier: Any, out: Any) -> None:
-    barrier.wait()
-    try:
-        connect(Path(path), create=True).close()
-        out.put("ok")
-    except Exception as exc:  # reported to the parent
-        out.put(repr(exc))
+# Opens (creating) the memo table file argv[1] at time argv[2], printing "ok" or the error.
+_OPEN_AT = """\
+import sys, time
+from pathlib import Path
+from morello.db.sqlite import connect
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+try:
+    connect(Path(sys.argv[1]), create=True).close()
+    print("ok")
+except Exception as exc:
+    print(repr(exc))
+"""
 
 
 def test_sqlite_two_processes_creating_one_file_both_open_it(tmp_path: Path) -> None:
     # Switching a new file to WAL and creating its tables while another process does the
     # same made SQLite answer "database is locked" at once (about 1 try in 7 here), which
-    # was reported as a damaged table; opening now waits and tries again.
-    spawn = multiprocessing.get_context("fork")
-    for i in range(40):
+    # was reported as a damaged table; opening now waits and tries again. Processes, not
+    # forks: this process may run JAX's threads.
+    for i in range(20):
         path = str(tmp_path / f"memo{i}.sqlite3")
-        barrier, out = spawn.Barrier(2), spawn.Queue()
-        procs = [spawn.Process(target=_open_new, args=(path, barrier, out)) for _ in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=60)
-        assert [out.get(timeout=5), out.get(timeout=5)] == ["ok", "ok"], i
+        start = str(time.time() + 1.0)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT, path, start], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
+        outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+        assert outs == ["ok", "ok"], (i, outs)
