@@ -534,7 +534,10 @@ def _other_extent(b: _Builder, n: int) -> int:
 
 def _unused(b: _Builder, root: _App, name: str) -> FuzzCase | None:
     """A statement whose result nothing reads, just before the result's."""
-    p = b.rng.choice(b.params) if b.params else None
+    # Of an f32 parameter: the unary ops have f32 kernels only, and an op no kernel takes
+    # is an error of its own, found first.
+    f32 = [p for p in b.params if p.dtype == "f32"]
+    p = b.rng.choice(f32) if f32 else None
     if p is None:
         return None
     unary = [
