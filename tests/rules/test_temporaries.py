@@ -118,33 +118,38 @@ def test_every_placement_of_the_temporary_compiles_and_matches_numpy(
     moves = tmp_path / "moves.rules"
     moves.write_text("rewrite move for move\n", encoding="utf-8")
     stage_ctx = make_context(target_name, extra_rules=[moves])
-    program = _program(temp_ctx, 2, 2, 8)  # t: f32[2, 8], two vectors or 16 scalars
-    spec = program.spec
-    blocks = [
-        a
-        for a in spec_actions(spec, temp_ctx)
-        if isinstance(a, BlockAction) and a.rule == "via_temp"
-    ]
+    # t: f32[2, n] with n = 8 (16 scalars fit the scalar registers) and, where the target's
+    # widest f32 vectors are longer, n = their lanes (two vectors): one shape may not fit
+    # both register levels.
+    widest = max([8, *(vt.lanes for vt in temp_ctx.target.vector_types if vt.dtype == "f32")])
     memo: dict = {}
     compiled = set()
-    for i, block in enumerate(blocks):
-        try:
-            stages = [synthesize(stage, stage_ctx, memo)[0] for stage in block.stages]
-        except NoImplementationError:  # e.g. a column-major vector tile no kernel reads
-            continue
-        impl = Impl(
-            spec,
-            block,
-            tuple(stages),
-            block.cost(spec, [s.cost for s in stages], temp_ctx),
-            block.peaks(spec, [s.peaks for s in stages], temp_ctx),
-        )
-        source = lower_to_c("f", [(program, impl)], temp_ctx)
-        lib = compile_shared(source.c_text, temp_ctx.target, tmp_path / str(i))
-        check(lib, program, temp_ctx)  # raises CheckFailed on a mismatch
-        assert block.describe().startswith("via_temp: block of 2, temporary f32[2, 8] @")
-        ((_, temp),) = block.temporaries
-        compiled.add(temp.level)
+    for n in sorted({8, widest}):
+        program = _program(temp_ctx, 2, 2, n)
+        spec = program.spec
+        blocks = [
+            a
+            for a in spec_actions(spec, temp_ctx)
+            if isinstance(a, BlockAction) and a.rule == "via_temp"
+        ]
+        for i, block in enumerate(blocks):
+            try:
+                stages = [synthesize(stage, stage_ctx, memo)[0] for stage in block.stages]
+            except NoImplementationError:  # e.g. a column-major vector tile no kernel reads
+                continue
+            impl = Impl(
+                spec,
+                block,
+                tuple(stages),
+                block.cost(spec, [s.cost for s in stages], temp_ctx),
+                block.peaks(spec, [s.peaks for s in stages], temp_ctx),
+            )
+            source = lower_to_c("f", [(program, impl)], temp_ctx)
+            lib = compile_shared(source.c_text, temp_ctx.target, tmp_path / f"{n}_{i}")
+            check(lib, program, temp_ctx)  # raises CheckFailed on a mismatch
+            assert block.describe().startswith(f"via_temp: block of 2, temporary f32[2, {n}] @")
+            ((_, temp),) = block.temporaries
+            compiled.add(temp.level)
     # Not main memory: laid out like the output, the temporary there would be the output.
     # (Temporaries in main memory are compiled by the graph tests: pipelined intermediates.)
     main = temp_ctx.target.levels[0].name
