@@ -86,13 +86,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if only is not None and name not in only.args:
         pytest.skip(f"written for target {', '.join(only.args)}; the target under test is {name}")
     target = _target(name)
-    if item.get_closest_marker("times_code") is not None:
-        how = runner.how_to_run(target)
-        if how.mode == "emulated" or runner.host_arch() != target.platform.arch:
-            pytest.skip(
-                f"times code, and target {name}'s code runs on {target.platform.arch}, "
-                f"not natively on this {runner.host_arch()} machine"
-            )
+    if item.get_closest_marker("times_code") is not None and not runner.native_arch(target):
+        pytest.skip(
+            f"times code, and target {name}'s code runs on {target.platform.arch}, "
+            f"not natively on this {runner.host_arch()} machine"
+        )
     marker = item.get_closest_marker("runs_code")
     if marker is None and item.get_closest_marker("times_code") is None:
         return

@@ -101,8 +101,8 @@ def require_native(target: Target) -> None:
     Raises:
         MorelloError: the target's code runs on another architecture.
     """
-    how = runner.how_to_run(target)
-    if how.mode == "emulated" or runner.host_arch() != target.platform.arch:
+    if not runner.native_arch(target):
+        how = runner.how_to_run(target)
         why = how.reason if how.mode is None else f"its code would run {how.reason}"
         raise MorelloError(
             f"bench times code only where it runs natively: target {target.name} runs on "

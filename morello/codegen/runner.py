@@ -66,13 +66,19 @@ def host_features(field: str) -> frozenset[str] | None:
     return None
 
 
+def native_arch(target: Target) -> bool:
+    """Whether this machine has the architecture ``target``'s code runs on natively (its
+    features aside); otherwise the code runs emulated, if at all."""
+    return host_arch() == target.platform.arch
+
+
 def how_to_run(target: Target, features: Sequence[str] = ()) -> HowToRun:
     """Whether this machine can run code for ``target`` that needs CPU ``features``, and how.
 
     Features are checked only for native runs; an emulator provides the emulated CPU's.
     """
     plat = target.platform
-    if host_arch() == plat.arch:
+    if native_arch(target):
         have = host_features(plat.features_field)
         lacking = [f for f in features if have is not None and f not in have]
         if lacking:
