@@ -16,11 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from morello import __version__
-from morello.codegen.bench import bench, require_native
-from morello.codegen.compile import compile_shared
-from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
-from morello.codegen.runner import cannot_run
 from morello.context import SynthesisContext, make_context
 from morello.db.sqlite import default_db_path, file_stats, open_table
 from morello.errors import ExitCode, MorelloError, TargetError
@@ -268,6 +264,8 @@ def _bench_main(argv: Sequence[str]) -> int:
         args = _bench_parser().parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
+    from morello.codegen.bench import bench, require_native  # NumPy, ctypes, peers: bench only
+
     try:
         plugins = Plugins()
         require_native(plugins.target(args.target or _default_target(plugins)))
@@ -364,6 +362,8 @@ def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool)
 def _require_isa(solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext) -> None:
     """Refuse to run generated code where it cannot run: a CPU that lacks what its kernels
     require, another architecture without the target's emulator, no compiler."""
+    from morello.codegen.runner import cannot_run  # NumPy: only where code runs
+
     needed: list[str] = []
     for _, impl, _ in solved:
         for node in impl.walk():
@@ -378,6 +378,9 @@ def _require_isa(solved: list[tuple[Program, Impl, SearchStats]], ctx: Synthesis
 def _check(
     c_text: str, solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext
 ) -> None:
+    from morello.codegen.compile import compile_shared
+    from morello.codegen.harness import check
+
     _require_isa(solved, ctx)
     workdir = Path(tempfile.mkdtemp(prefix="morello-check-"))
     lib = compile_shared(c_text, ctx.target, workdir)

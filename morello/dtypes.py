@@ -10,10 +10,12 @@ float32 value is narrowed to it.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @attrs.frozen
@@ -41,20 +43,28 @@ class Dtype:
 
     def np_dtype(self) -> np.dtype[np.generic]:
         """The NumPy dtype used for buffers of this type."""
+        import numpy as np
+
         return np.dtype(self.numpy)
 
     def logical_dtype(self) -> np.dtype[np.generic]:
         """The NumPy dtype of this type's values."""
+        import numpy as np
+
         return np.dtype(self.logical or self.numpy)
 
     @property
     def is_float(self) -> bool:
         """Whether the values are floating point."""
+        import numpy as np
+
         return bool(np.issubdtype(self.logical_dtype(), np.floating))
 
     @property
     def unit_roundoff(self) -> float:
         """Half the distance from 1 to the next value (0 for integers)."""
+        import numpy as np
+
         if self.name == "bf16":
             return 2.0**-8
         if not self.is_float:
@@ -63,18 +73,24 @@ class Dtype:
 
     def quantize(self, values: np.ndarray) -> np.ndarray:
         """``values`` as this type's logical dtype, rounded to representable values."""
+        import numpy as np
+
         if self.name == "bf16":
             return bf16_bits_to_f32(f32_to_bf16_bits(values))
         return np.asarray(values).astype(self.logical_dtype())
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         """Storage for logical ``values`` (which should already be representable)."""
+        import numpy as np
+
         if self.name == "bf16":
             return f32_to_bf16_bits(values)
         return np.asarray(values).astype(self.np_dtype())
 
     def decode(self, stored: np.ndarray) -> np.ndarray:
         """The logical values held in storage ``stored``."""
+        import numpy as np
+
         if self.name == "bf16":
             return bf16_bits_to_f32(stored)
         return np.asarray(stored)
@@ -88,6 +104,8 @@ def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     NaNs stay NaNs (quiet, sign kept); values past the largest bf16 round to infinity.
     The result has the shape of ``values``.
     """
+    import numpy as np
+
     f = np.ascontiguousarray(values, dtype=np.float32).reshape(np.shape(values))
     bits = f.view(np.uint32).astype(np.uint64)
     lsb = (bits >> 16) & 1
@@ -100,6 +118,8 @@ def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
 
 def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
     """The float32 values of bfloat16 bit patterns (exact: bf16 is a truncated float32)."""
+    import numpy as np
+
     b = np.ascontiguousarray(bits, dtype=np.uint16).reshape(np.shape(bits))
     return (b.astype(np.uint32) << 16).view(np.float32)
 

@@ -19,7 +19,7 @@ from morello.errors import RuleError, RuleSyntaxError, SourceLocation
 from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import tensor_type
 from morello.rules.index_notation import (
-    FUNCS,
+    FUNC_ARITIES,
     Access,
     BinOp,
     Const,
@@ -191,10 +191,10 @@ class _Builder:
             return Func("max", tuple(self._expr(c, uses) for c in ch))
         if kind == "func":
             fname = str(ch[0])
-            if fname not in FUNCS:
-                known = ", ".join(sorted(FUNCS))
+            if fname not in FUNC_ARITIES:
+                known = ", ".join(sorted(FUNC_ARITIES))
                 raise RuleError(f"unknown function {fname!r} (known: {known})", self.loc(tree))
-            arity = FUNCS[fname].nin
+            arity = FUNC_ARITIES[fname]
             if len(ch) - 1 != arity:
                 raise RuleError(
                     f"{fname} takes {arity} arguments, found {len(ch) - 1}", self.loc(tree)

@@ -27,9 +27,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from morello.rules.index_notation import Access, IndexedOperands, OpDef
 
@@ -292,6 +295,8 @@ class GraphOp(IndexedOperands):
     ) -> tuple[np.ndarray, np.ndarray]:
         """The graph's value and error bound (``OpDef.error_bound``), statement by statement:
         each statement's inputs carry the errors the earlier statements bound."""
+        import numpy as np
+
         env = {
             t: (np.asarray(x, dtype=np.float64), np.asarray(e, dtype=np.float64))
             for t, x, e in zip(self.input_names, inputs, errors, strict=True)
@@ -312,6 +317,8 @@ class GraphOp(IndexedOperands):
         self, inputs: Sequence[np.ndarray], out: np.ndarray | None = None, accum: bool = False
     ) -> np.ndarray:
         """Evaluate the statements in order with NumPy (float64 for float dtypes)."""
+        import numpy as np
+
         env = dict(zip(self.input_names, inputs, strict=True))
         shapes = [np.shape(x) for x in inputs]
         shapes.append(np.shape(out) if out is not None else ())

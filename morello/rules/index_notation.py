@@ -12,9 +12,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from morello.errors import SourceLocation
 
@@ -64,16 +67,28 @@ class Reduce:
 
 Expr = Access | Const | BinOp | Func | Reduce
 
-FUNCS = {"max": np.maximum, "min": np.minimum, "exp": np.exp}
+#: The functions an op expression may call, with their number of arguments.
+FUNC_ARITIES: Final = {"max": 2, "min": 2, "exp": 1}
 #: The relative error, in units of the unit roundoff u, that an implementation of each
 #: function may add to its result, for the tolerance of ``--check`` (``error_bound``): a
 #: kernel of ``exp`` must stay within 1.0e-7 relative (1.7 u; the vector kernels state
 #: their bound, measured over every f32, in their rule files; C's expf is within 1 ulp).
 #: The error its argument carries is propagated separately (amplified by the result).
 FUNC_ROUNDINGS = {"max": 0, "min": 0, "exp": 2}
-#: How each reduction combines, in NumPy: over axes, and two values into one.
-REDUCERS = {"sum": (np.sum, np.add), "max": (np.max, np.maximum)}
-BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+@functools.cache
+def _numpy_ops() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The NumPy reference's functions (``FUNC_ARITIES``), reductions (over axes, and two
+    values into one) and binary operators; imported when a reference is first computed, not
+    by synthesis."""
+    import numpy as np
+
+    funcs = {"max": np.maximum, "min": np.minimum, "exp": np.exp}
+    assert {n: f.nin for n, f in funcs.items()} == FUNC_ARITIES
+    reducers = {"sum": (np.sum, np.add), "max": (np.max, np.maximum)}
+    binops = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+    return funcs, reducers, binops
 
 
 def _accesses(e: Expr) -> list[Access]:
@@ -267,6 +282,8 @@ class OpDef(IndexedOperands):
         A product summed over indices becomes ``np.einsum``; any other expression is
         evaluated by broadcasting over all index variables.
         """
+        import numpy as np
+
         env = dict(zip((a.tensor for a in self.inputs), inputs, strict=True))
         shape = tuple(np.shape(out)) if out is not None else None
         if shape is None:
@@ -280,11 +297,13 @@ class OpDef(IndexedOperands):
         result = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
         if accum:
             assert out is not None and self.combiner is not None
-            _, combine = REDUCERS[self.combiner]
+            _, combine = _numpy_ops()[1][self.combiner]
             result = combine(out.astype(np.float64), result)
         return np.array(result)
 
     def _einsum(self, env: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        import numpy as np
+
         if isinstance(self.expr, Reduce) and self.expr.combiner != "sum":
             return None
         body = self.expr.body if isinstance(self.expr, Reduce) else self.expr
@@ -307,6 +326,10 @@ class OpDef(IndexedOperands):
         return np.einsum(f"{subs}->{out}", *arrays)
 
     def _broadcast(self, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        import numpy as np
+
+        funcs, reducers, binops = _numpy_ops()
+
         names = list(self.index_vars)
         for r in _reduces(self.expr):
             names.extend(v for v in r.indices if v not in names)
@@ -326,11 +349,11 @@ class OpDef(IndexedOperands):
                 return arr.reshape(full)
             if isinstance(e, BinOp):
                 lhs, rhs = ev(e.lhs), ev(e.rhs)
-                return BINOPS[e.op](lhs, rhs)
+                return binops[e.op](lhs, rhs)
             if isinstance(e, Func):
-                return FUNCS[e.name](*(ev(a) for a in e.args))
+                return funcs[e.name](*(ev(a) for a in e.args))
             assert isinstance(e, Reduce)
-            reduce, _ = REDUCERS[e.combiner]
+            reduce, _ = reducers[e.combiner]
             return reduce(ev(e.body), axis=tuple(axes[ix] for ix in e.indices), keepdims=True)
 
         with np.errstate(all="ignore"):  # inf and NaN are results too (exp(1000), 1 / 0)
@@ -340,6 +363,8 @@ class OpDef(IndexedOperands):
     def _to_output(
         self, value: np.ndarray, axes: Mapping[str, int], shape: tuple[int, ...]
     ) -> np.ndarray:
+        import numpy as np
+
         nd = len(axes)
         value = value.reshape(value.shape + (1,) * (nd - value.ndim))
         # Reduced axes have extent 1 now; move the output's axes first and drop the rest.
@@ -368,6 +393,9 @@ class OpDef(IndexedOperands):
         A reduction of n values adds their errors and the classic n u sum of magnitudes of
         recursive summation (a maximum is exact). A sum of products goes through einsum.
         """
+        import numpy as np
+
+        funcs, _, binops = _numpy_ops()
         names = list(self.index_vars)
         for r in _reduces(self.expr):
             names.extend(v for v in r.indices if v not in names)
@@ -398,7 +426,7 @@ class OpDef(IndexedOperands):
             if isinstance(e, BinOp):
                 (a, ea), (b, eb) = ev(e.lhs), ev(e.rhs)
                 with np.errstate(all="ignore"):
-                    v = BINOPS[e.op](a, b)
+                    v = binops[e.op](a, b)
                     if e.op in "+-":
                         err = ea + eb
                     elif e.op == "*":
@@ -409,7 +437,7 @@ class OpDef(IndexedOperands):
             if isinstance(e, Func):
                 args = [ev(x) for x in e.args]
                 with np.errstate(all="ignore"):
-                    v = FUNCS[e.name](*(a for a, _ in args))
+                    v = funcs[e.name](*(a for a, _ in args))
                     if e.name == "exp":
                         err = np.abs(v) * args[0][1]
                     else:  # max, min: 1-Lipschitz in each argument
@@ -439,6 +467,8 @@ class OpDef(IndexedOperands):
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """``error_bound`` of a sum of a product of two accesses (a matrix product) by
         einsum, without materializing every product."""
+        import numpy as np
+
         product = summed_product(self.expr)
         if product is None:
             return None

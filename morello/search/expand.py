@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from morello.context import SynthesisContext
 from morello.db.table import decision_of
@@ -69,6 +71,8 @@ def expand(
                     interned[child] = canon = child
                     queue.append(child)
                 edges.append((spec, canon))
+    import networkx as nx  # the graph's users need it; synthesis (spec_actions) does not
+
     graph = nx.DiGraph()
     graph.add_nodes_from((s, {"actions": a}) for s, a in node_actions.items())
     graph.add_edges_from(edges)
