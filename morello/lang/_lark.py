@@ -1,7 +1,9 @@
 """Grammar loading and Lark error translation.
 
 Grammars are package data of ``morello_grammars``; they are found only through
-``importlib.resources`` so an installed copy works outside the checkout.
+``importlib.resources`` so an installed copy works outside the checkout. A built parser is
+kept in the user's cache folder (``morello.cache``), keyed by the text of every grammar file,
+the options and Lark's version, so later runs load it instead of building it.
 
 Every syntax error reads ``expected <what>, found <what>``. Expected tokens are named through
 ``_TERMINAL_NAMES`` (regex terminals: "a name", "an integer", ...) or shown quoted (literal
@@ -12,7 +14,9 @@ of every grammar has a readable name.
 from __future__ import annotations
 
 import functools
+import io
 from collections.abc import Iterable
+from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Final
@@ -20,6 +24,7 @@ from typing import Final
 import lark
 from lark.lexer import PatternStr
 
+from morello.cache import entry_key, entry_path, read_entry, write_entry
 from morello.errors import MorelloError, SourceError, SourceLocation
 
 _GRAMMAR_PACKAGE: Final = "morello_grammars"
@@ -49,17 +54,44 @@ _TERMINAL_LITERALS: Final[dict[str, tuple[str, ...]]] = {
 _MAX_EXPECTED: Final = 6
 
 
+_OPTIONS: Final = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": False}
+
+
 @functools.cache
 def grammar(name: str) -> lark.Lark:
-    """The LALR parser for grammar file ``name`` (e.g. ``spec.lark``), loaded once."""
-    return lark.Lark.open_from_package(
-        _GRAMMAR_PACKAGE,
-        name,
-        ("",),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=False,
+    """The LALR parser for grammar file ``name`` (e.g. ``spec.lark``), loaded once: from the
+    cache folder when it holds one built from the same grammar files, else built (and kept).
+    A loaded parser parses, and names its terminals, like a built one, but has no ``grammar``
+    attribute (``build_grammar`` gives one that has)."""
+    path = entry_path("grammars", name)
+    key = _grammar_key(name)
+    data = read_entry(path, key)
+    if isinstance(data, bytes):
+        try:
+            return lark.Lark.load(io.BytesIO(data))
+        except Exception:  # damaged, or of another Lark: build it again
+            pass
+    parser = build_grammar(name)
+    buf = io.BytesIO()
+    parser.save(buf)
+    write_entry(path, key, buf.getvalue())
+    return parser
+
+
+def build_grammar(name: str) -> lark.Lark:
+    """The LALR parser for grammar file ``name``, built from the grammar (no cache)."""
+    return lark.Lark.open_from_package(_GRAMMAR_PACKAGE, name, ("",), **_OPTIONS)
+
+
+def _grammar_key(name: str) -> str:
+    # Every grammar file, since one imports rules from another (%import .tensors).
+    texts = sorted(
+        (node.name, node.read_bytes())
+        for node in files(_GRAMMAR_PACKAGE).iterdir()
+        if node.name.endswith(".lark")
     )
+    parts = [f"{n}\0".encode() + t for n, t in texts]
+    return entry_key(name, repr(sorted(_OPTIONS.items())), lark.__version__, *parts)
 
 
 def terminal_description(parser: lark.Lark, name: str) -> str:

@@ -19,7 +19,7 @@ from lark.lexer import PatternStr
 from morello.context import SynthesisContext
 from morello.errors import MorelloError
 from morello.lang import RuleFile, SpecFile, parse_rule_file, parse_spec_file
-from morello.lang._lark import grammar
+from morello.lang._lark import build_grammar, grammar
 from morello.lang.spec_file import Program, build_program
 
 _PATH = "fuzz/sample.lark"
@@ -48,8 +48,12 @@ _POOLS: dict[str, list[str]] = {
 
 
 def _strategies(name: str, pad: str) -> st.SearchStrategy[str]:
-    """Samples of grammar ``name``; every token is wrapped in ``pad``."""
-    parser = grammar(name)
+    """Samples of grammar ``name``; every token is wrapped in ``pad``.
+
+    Built, not loaded from the cache folder: ``from_lark`` needs the parser's ``grammar``,
+    which a loaded parser lacks (and this runs at collection, before the tests' private
+    cache folder is set)."""
+    parser = build_grammar(name)
     explicit: dict[str, st.SearchStrategy[str]] = {}
     for term in parser.terminals:
         if term.name in _POOLS:
