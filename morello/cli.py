@@ -149,7 +149,9 @@ def _db_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("stats", help="tables, boxes, points covered and file size")
+    st = sub.add_parser(
+        "stats", help="solved Specs, boxes, bytes per solved Spec and the ratio to a pickled dict"
+    )
     st.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
     st.add_argument("--target", "-t", help="target whose default file to inspect")
     st.add_argument("--json", action="store_true", help="print JSON")
@@ -170,14 +172,29 @@ def _db_main(argv: Sequence[str]) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
-        ratio = stats["points"] / stats["boxes"] if stats["boxes"] else 0.0
-        print(f"memo table {stats['path']} (target {stats['target']}, format {stats['format']})")
-        print(f"  namespaces   {stats['namespaces']}")
-        print(f"  tables       {stats['tables']}")
-        print(f"  boxes        {stats['boxes']}")
-        print(f"  points       {stats['points']}  ({ratio:.1f} per box)")
-        print(f"  file size    {stats['bytes']} bytes")
+        print(_db_stats_text(stats))
     return ExitCode.OK
+
+
+def _db_stats_text(st: dict[str, Any]) -> str:
+    boxes = st["boxes"] or 1
+    lines = [
+        f"memo table {st['path']} (target {st['target']}, format {st['format']})",
+        f"  namespaces        {st['namespaces']}",
+        f"  tables            {st['tables']}",
+        f"  solved Specs      {st['solved']}  ({st['solved'] / boxes:.1f} per box)",
+        f"  boxes             {st['boxes']}",
+        f"  decisions         {st['decisions']}",
+        f"  points answered   {st['points']}  ({st['points'] / boxes:.1f} per box)",
+        f"  file size         {st['bytes']} bytes  ({st['free_bytes']} free)",
+    ]
+    if st["solved"]:
+        lines += [
+            f"  per solved Spec   {st['bytes_per_solved']:.1f} bytes",
+            f"  pickled dict      {st['pickled_dict_bytes']} bytes  "
+            f"({st['pickled_ratio']:.1f}x the file)",
+        ]
+    return "\n".join(lines)
 
 
 def _synthesize_file(

@@ -1,9 +1,11 @@
 """Boxes of equal solutions: insert, merge, look up.
 
 A box is an inclusive range ``[lo, hi]`` of points of one table, with one value: a decision
-that means the same at every point ("loop over n in steps of 8", "kernel k"), its cost per
-unit of Spec volume, and the memory it requires; or "no implementation". Inserting a box next
-to one with an identical value, with equal extents on every other axis, merges the two.
+that means the same at every point ("loop over n in steps of 8", "kernel k"), or "no
+implementation" (None). Costs and memory peaks are not stored: they follow from the decision
+and the children's answers, and leaving them out lets boxes of one decision merge across
+sizes, not only across memory limits. Inserting a box next to one with an identical value,
+with equal extents on every other axis, merges the two.
 
 Lookups go through an index from the *size part* of a point (the coordinates that are not
 memory limits) to the boxes covering it; the few boxes at one size part are scanned over the
@@ -20,17 +22,16 @@ from typing import Any
 import attrs
 
 Point = tuple[int, ...]
-Value = tuple[Any, ...] | None  # (decision, cost numerator, denominator, peak coords) or unsat
+Value = tuple[Any, ...] | None  # a decision, or None: no implementation
 
 
 @attrs.define(eq=False)
 class Box:
-    """One stored box; ``db_id`` is its row in a persistent store, if it has one."""
+    """One box: every point from ``lo`` to ``hi`` (inclusive) has ``value``."""
 
     lo: Point
     hi: Point
     value: Value
-    db_id: int | None = None
 
     def contains(self, p: Point) -> bool:
         """Whether ``p`` lies in the box."""
@@ -51,7 +52,7 @@ class BoxTable:
         self.nsize = nsize
         self.boxes: set[Box] = set()
         self._index: dict[Point, list[Box]] = {}
-        self.removed: list[Box] = []  # persisted boxes merged away since the last flush
+        self.rev = 0  # the stored revision these boxes include (see sqlite.py)
 
     def __len__(self) -> int:
         return len(self.boxes)
@@ -69,8 +70,6 @@ class BoxTable:
         self.boxes.discard(box)
         for sp in self._size_points(box):
             self._index[sp].remove(box)
-        if box.db_id is not None:
-            self.removed.append(box)
 
     def lookup(self, p: Point) -> Box | None:
         """A box containing ``p``, or None."""
@@ -82,6 +81,10 @@ class BoxTable:
     def load(self, box: Box) -> None:
         """Add a box read from storage, without merging."""
         self._add(box)
+
+    def sorted_boxes(self) -> list[Box]:
+        """The boxes in a fixed order (by corners), for storage."""
+        return sorted(self.boxes, key=lambda b: (b.lo, b.hi))
 
     def insert(self, lo: Point, hi: Point, value: Value) -> Box:
         """Insert ``[lo, hi]`` with ``value``, merging with identical neighbours.

@@ -1,55 +1,75 @@
-"""SQLite persistence of the memo table: transactional, shared safely between processes.
+"""SQLite persistence of the memo table: compact, transactional, shared safely between processes.
 
 One file holds one target's boxes. Rows are grouped in *namespaces*: a fingerprint of the
 engine version, the target, its cost coefficients and the text of every enabled rule file,
-so that results found under other rules are never read back. A save deletes the boxes that
-were merged away and inserts the new ones in one ``BEGIN IMMEDIATE`` transaction (WAL mode):
-a process killed mid-run leaves the last committed state, and concurrent writers queue on the
-lock. Boxes never contradict each other, so interleaved saves stay consistent.
+so that results found under other rules are never read back.
+
+Storage is compact: a table key is one row, whose id is a 64-bit hash of the namespace and
+the key (the key itself is not stored), and whose ``boxes`` column is a zlib-compressed blob
+of small integers, stored by column (every box's first corner on one axis, then its extents
+on that axis, ..., then the decision ids), so equal and neighbouring numbers sit together; a
+decision is stored once per namespace, as text, in ``decisions`` and named by its id.
+
+Reading is lazy (a key is read the first time it is looked up) and reading writes nothing. A
+save rewrites the rows of the keys that changed in one ``BEGIN IMMEDIATE`` transaction (WAL
+mode): a process killed mid-run leaves the last committed state, concurrent writers queue on
+the lock, and a writer first merges into its boxes whatever another process stored for the
+same key since it read it (each row carries a revision), so no one's work is overwritten.
+Boxes never contradict each other, so merged tables stay consistent.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import sqlite3
+import struct
+import sys
 import time
+import zlib
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from morello import __version__
-from morello.db.boxes import Box
-from morello.db.table import MemoTable, key_from_text, key_text, value_from_text, value_text
+from morello.db.boxes import Box, BoxTable, Point, Value
+from morello.db.coords import Key
+from morello.db.table import MemoTable, key_text, value_from_text, value_text
 from morello.errors import MemoTableError
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
 
-#: 4: a size that is not 2^k or 3 * 2^k is a family (its odd part) in the key and a
-#: coordinate (its power of two) in the point; 3 held the size itself in the key.
-FORMAT_VERSION: Final = 4
+#: 5: one compressed row of boxes per table key, decisions interned, no costs stored;
+#: 4: a size that is not 2^k or 3 * 2^k is a family (its odd part) in the key.
+FORMAT_VERSION: Final = 5
 _BUSY_TIMEOUT_S: Final = 120.0
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS namespaces (
+    id INTEGER PRIMARY KEY,
+    ns TEXT NOT NULL UNIQUE,
+    solved INTEGER NOT NULL DEFAULT 0,
+    pickled INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    ns INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (ns, text)
+);
 CREATE TABLE IF NOT EXISTS tables (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns TEXT NOT NULL,
-    key TEXT NOT NULL,
-    UNIQUE (ns, key)
+    id INTEGER PRIMARY KEY,
+    ns INTEGER NOT NULL,
+    rev INTEGER NOT NULL,
+    nboxes INTEGER NOT NULL,
+    boxes BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS boxes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    table_id INTEGER NOT NULL REFERENCES tables (id),
-    lo TEXT NOT NULL,
-    hi TEXT NOT NULL,
-    value TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS boxes_table ON boxes (table_id);
 """
+_TABLES: Final = frozenset({"meta", "namespaces", "decisions", "tables"})
 
 
 def default_db_path(target_name: str) -> Path:
@@ -106,6 +126,7 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
     while True:
         try:
             _set_up(conn, path, create)
+            conn.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing committed
             return conn
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
@@ -131,9 +152,11 @@ def _close_with(conn: sqlite3.Connection, path: Path, exc: Exception) -> NoRetur
 
 
 def _set_up(conn: sqlite3.Connection, path: Path, create: bool) -> None:
-    """Switch to WAL, check the format, create the tables (if ``create``), check they exist."""
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    """Check the format; if the tables are missing and ``create``, switch to WAL and make them.
+
+    A file that already has its tables is only read here, so a run that finds every answer
+    in the table writes nothing.
+    """
     existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "meta" in existing:
         row = conn.execute("SELECT v FROM meta WHERE k = 'format'").fetchone()
@@ -142,11 +165,56 @@ def _set_up(conn: sqlite3.Connection, path: Path, create: bool) -> None:
                 f"memo table {path} has format {row[0]}, this Morello reads format "
                 f"{FORMAT_VERSION}; {_hint(path)}"
             )
+    if existing >= _TABLES:
+        return
     if create:
+        conn.execute("PRAGMA journal_mode=WAL")
         conn.executescript(_SCHEMA)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "tables", "boxes"} <= tables:
+    if not tables >= _TABLES:
         raise MemoTableError(f"{path} is not a Morello memo table; {_hint(path)}")
+
+
+def encode_boxes(boxes: list[Box], ids: list[int], ndim: int) -> bytes:
+    """The blob of a key's boxes: a header, then columns of small integers, compressed."""
+    n = len(boxes)
+    coords: list[int] = []
+    for axis in range(ndim):
+        coords.extend(b.lo[axis] for b in boxes)
+        coords.extend(b.hi[axis] - b.lo[axis] for b in boxes)
+    top = max(coords, default=0)
+    code = "B" if top < 1 << 8 else "H" if top < 1 << 16 else "I"
+    cols = array(code, coords)
+    idcol = array("I", ids)
+    if sys.byteorder == "big":
+        cols.byteswap()
+        idcol.byteswap()
+    raw = struct.pack("<cHI", code.encode(), ndim, n) + cols.tobytes() + idcol.tobytes()
+    return zlib.compress(raw, 9)
+
+
+def decode_boxes(blob: bytes) -> tuple[list[tuple[Point, Point]], list[int]]:
+    """Inverse of ``encode_boxes``: the boxes' corners and their decision ids."""
+    raw = zlib.decompress(blob)
+    head = struct.calcsize("<cHI")
+    code_b, ndim, n = struct.unpack_from("<cHI", raw)
+    code = code_b.decode()
+    cols = array(code)
+    width = cols.itemsize * 2 * ndim * n
+    cols.frombytes(raw[head : head + width])
+    idcol = array("I")
+    idcol.frombytes(raw[head + width :])
+    if sys.byteorder == "big":
+        cols.byteswap()
+        idcol.byteswap()
+    if len(idcol) != n:
+        raise ValueError(f"a row of {n} boxes holds {len(idcol)} decisions")
+    corners = []
+    for j in range(n):
+        lo = tuple(cols[2 * axis * n + j] for axis in range(ndim))
+        ext = tuple(cols[(2 * axis + 1) * n + j] for axis in range(ndim))
+        corners.append((lo, tuple(a + e for a, e in zip(lo, ext, strict=True))))
+    return corners, list(idcol)
 
 
 class SqliteStore:
@@ -156,22 +224,30 @@ class SqliteStore:
         self.path = Path(path)
         self.ns = fingerprint(ctx)
         self.conn = connect(self.path, create=True)
-        self._stamp(ctx.target.name)
+        self._check_stamp(ctx.target.name)
+        self._ns_id: int | None = None
+        self._ids: dict[str, int] = {}  # decision text -> id
+        self._values: dict[int, Value] = {0: None}  # id -> decision (0: no implementation)
 
-    def _stamp(self, target: str) -> None:
-        with self._transaction(f"memo table {self.path} is damaged"):
+    def _check_stamp(self, target: str) -> None:
+        try:
             meta = dict(self.conn.execute("SELECT k, v FROM meta").fetchall())
-            if not meta:
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise self._damaged(exc) from None
+        if not meta:
+            with self._transaction(f"cannot write memo table {self.path}"):
                 self.conn.executemany(
-                    "INSERT INTO meta (k, v) VALUES (?, ?)",
+                    "INSERT OR IGNORE INTO meta (k, v) VALUES (?, ?)",
                     [("format", str(FORMAT_VERSION)), ("target", target)],
                 )
-        if meta and meta.get("format") != str(FORMAT_VERSION):
+            meta = dict(self.conn.execute("SELECT k, v FROM meta").fetchall())
+        if meta.get("format") != str(FORMAT_VERSION):
             raise MemoTableError(
                 f"memo table {self.path} has format {meta.get('format')}, this Morello "
                 f"reads format {FORMAT_VERSION}; {_hint(self.path)}"
             )
-        if meta and meta.get("target") != target:
+        if meta.get("target") != target:
             raise MemoTableError(
                 f"memo table {self.path} belongs to target {meta.get('target')!r}, "
                 f"not {target!r}; {_hint(self.path)}"
@@ -187,56 +263,111 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
+            # Ids handed out in the rolled-back transaction do not exist: forget them all.
+            self._ids.clear()
+            self._values = {0: None}
+            self._ns_id = None
             raise MemoTableError(f"{failure} ({exc}); {_hint(self.path)}") from None
 
-    def load(self, table: MemoTable) -> None:
-        """Read every box of this namespace into ``table``."""
-        try:
-            rows = self.conn.execute(
-                "SELECT boxes.id, tables.key, lo, hi, value FROM boxes "
-                "JOIN tables ON boxes.table_id = tables.id WHERE tables.ns = ? ORDER BY boxes.id",
-                (self.ns,),
-            ).fetchall()
-            for row_id, key, lo, hi, value in rows:
-                box = Box(tuple(json.loads(lo)), tuple(json.loads(hi)), value_from_text(value))
-                box.db_id = row_id
-                table.table(key_from_text(key)).load(box)
-        except (sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:
-            raise MemoTableError(
-                f"memo table {self.path} is damaged ({exc}); {_hint(self.path)}"
-            ) from None
+    def _damaged(self, exc: Exception) -> MemoTableError:
+        return MemoTableError(f"memo table {self.path} is damaged ({exc}); {_hint(self.path)}")
 
-    def save(self, table: MemoTable) -> None:
-        """Write boxes added and removed since the last save, in one transaction."""
-        removed: list[int] = []
-        added: list[tuple[Any, Box]] = []
-        for key, bt in table.tables.items():
-            removed.extend(b.db_id for b in bt.removed if b.db_id is not None)
-            added.extend((key, b) for b in bt.boxes if b.db_id is None)
-        if not removed and not added:
+    def _read_row(self, key: Key) -> tuple[int, list[tuple[Point, Point, Value]]] | None:
+        """The revision and boxes stored for ``key``, or None."""
+        try:
+            row = self.conn.execute(
+                "SELECT rev, boxes FROM tables WHERE id = ?", (self._row_id(key),)
+            ).fetchone()
+            if row is None:
+                return None
+            corners, ids = decode_boxes(row[1])
+            missing = sorted({i for i in ids if i not in self._values})
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for i, text in self.conn.execute(
+                    f"SELECT id, text FROM decisions WHERE id IN ({marks})", chunk
+                ):
+                    self._values[i] = value_from_text(text)
+                    self._ids[text] = i
+            return row[0], [
+                (lo, hi, self._values[i]) for (lo, hi), i in zip(corners, ids, strict=True)
+            ]
+        except (sqlite3.DatabaseError, zlib.error, struct.error, ValueError, KeyError) as exc:
+            raise self._damaged(exc) from None
+
+    def _row_id(self, key: Key) -> int:
+        digest = hashlib.sha256(f"{self.ns}\n{key_text(key)}".encode()).digest()
+        return int.from_bytes(digest[:8], "little", signed=True)
+
+    def _namespace_id(self) -> int:
+        """The id of this namespace's row (made in the current write transaction if new)."""
+        if self._ns_id is None:
+            self.conn.execute("INSERT OR IGNORE INTO namespaces (ns) VALUES (?)", (self.ns,))
+            self._ns_id = self.conn.execute(
+                "SELECT id FROM namespaces WHERE ns = ?", (self.ns,)
+            ).fetchone()[0]
+        return self._ns_id
+
+    def load_key(self, key: Key, table: BoxTable) -> None:
+        """Add the stored boxes of ``key`` to ``table`` (nothing if none are stored)."""
+        got = self._read_row(key)
+        if got is None:
             return
-        ids: list[int] = []
-        table_ids: dict[str, int] = {}
+        table.rev, boxes = got
+        for lo, hi, value in boxes:
+            table.load(Box(lo, hi, value))
+
+    def _intern(self, value: Value) -> int:
+        if value is None:
+            return 0
+        text = value_text(value)
+        got = self._ids.get(text)
+        if got is None:
+            ns = self._namespace_id()
+            self.conn.execute(
+                "INSERT OR IGNORE INTO decisions (ns, text) VALUES (?, ?)", (ns, text)
+            )
+            got = self.conn.execute(
+                "SELECT id FROM decisions WHERE ns = ? AND text = ?", (ns, text)
+            ).fetchone()[0]
+            self._ids[text] = got
+            self._values[got] = value
+        return got
+
+    def save(self, memo: MemoTable, keys: list[Key], solved: int, pickled: int) -> None:
+        """Write the rows of ``keys`` in one transaction, merged with others' writes."""
+        revs: dict[Key, int] = {}
         with self._transaction(f"cannot write memo table {self.path}"):
-            self.conn.executemany("DELETE FROM boxes WHERE id = ?", [(i,) for i in removed])
-            for key, box in added:
-                text = key_text(key)
-                if text not in table_ids:
-                    self.conn.execute(
-                        "INSERT OR IGNORE INTO tables (ns, key) VALUES (?, ?)", (self.ns, text)
-                    )
-                    table_ids[text] = self.conn.execute(
-                        "SELECT id FROM tables WHERE ns = ? AND key = ?", (self.ns, text)
-                    ).fetchone()[0]
-                cur = self.conn.execute(
-                    "INSERT INTO boxes (table_id, lo, hi, value) VALUES (?, ?, ?, ?)",
-                    (table_ids[text], _compact(box.lo), _compact(box.hi), value_text(box.value)),
+            for key in keys:
+                table = memo.tables[key]
+                got = self._read_row(key)
+                if got is not None and got[0] != table.rev:
+                    for lo, hi, value in got[1]:
+                        table.insert(lo, hi, value)
+                boxes = table.sorted_boxes()
+                ndim = len(boxes[0].lo) if boxes else 0
+                blob = encode_boxes(boxes, [self._intern(b.value) for b in boxes], ndim)
+                revs[key] = (got[0] if got is not None else 0) + 1
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO tables (id, ns, rev, nboxes, boxes) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (self._row_id(key), self._namespace_id(), revs[key], len(boxes), blob),
                 )
-                ids.append(cur.lastrowid)  # type: ignore[arg-type]
-        for (_, box), row_id in zip(added, ids, strict=True):
-            box.db_id = row_id
-        for bt in table.tables.values():
-            bt.removed.clear()
+            self.conn.execute(
+                "UPDATE namespaces SET solved = solved + ?, pickled = pickled + ? WHERE id = ?",
+                (solved, pickled, self._namespace_id()),
+            )
+        for key, rev in revs.items():
+            memo.tables[key].rev = rev
+
+    def compact(self) -> None:
+        """Give the space of rewritten rows back to the file system (VACUUM)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.conn.execute("VACUUM")
+        except sqlite3.DatabaseError as exc:
+            raise MemoTableError(f"cannot compact memo table {self.path} ({exc})") from None
 
     def close(self) -> None:
         """Close the connection."""
@@ -244,26 +375,36 @@ class SqliteStore:
 
 
 def file_stats(path: Path) -> dict[str, Any]:
-    """Tables, boxes, points covered and size of a memo-table file."""
+    """What a memo-table file holds, and how compactly.
+
+    ``solved`` counts the Specs whose actions the search compared (across every run that
+    wrote the file); ``pickled_dict_bytes`` is the size of those solutions as a pickled
+    Python dict of Spec -> (decision, cost, peaks), pickled in the chunks each save wrote;
+    ``points`` counts the Specs the boxes answer (every memory limit included).
+    """
     conn = connect(path, create=False)
     try:
         meta = dict(conn.execute("SELECT k, v FROM meta").fetchall())
-        boxes = tables = points = 0
-        namespaces = set()
-        keys = set()
-        for ns, key_id, lo, hi in conn.execute(
-            "SELECT tables.ns, boxes.table_id, lo, hi FROM boxes "
-            "JOIN tables ON boxes.table_id = tables.id"
-        ):
-            boxes += 1
+        boxes = points = 0
+        namespaces: set[str] = set()
+        tables = 0
+        for ns, nboxes, blob in conn.execute("SELECT ns, nboxes, boxes FROM tables"):
+            tables += 1
+            boxes += nboxes
             namespaces.add(ns)
-            keys.add(key_id)
-            vol = 1
-            for a, b in zip(json.loads(lo), json.loads(hi), strict=True):
-                vol *= b - a + 1
-            points += vol
-        tables = len(keys)
-    except (sqlite3.DatabaseError, ValueError) as exc:
+            corners, _ = decode_boxes(blob)
+            for lo, hi in corners:
+                vol = 1
+                for a, b in zip(lo, hi, strict=True):
+                    vol *= b - a + 1
+                points += vol
+        solved, pickled = conn.execute(
+            "SELECT COALESCE(SUM(solved), 0), COALESCE(SUM(pickled), 0) FROM namespaces"
+        ).fetchone()
+        decisions = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page_size
+    except (sqlite3.DatabaseError, zlib.error, struct.error, ValueError) as exc:
         raise MemoTableError(f"memo table {path} is damaged ({exc}); {_hint(path)}") from None
     finally:
         conn.close()
@@ -277,17 +418,22 @@ def file_stats(path: Path) -> dict[str, Any]:
         "namespaces": len(namespaces),
         "tables": tables,
         "boxes": boxes,
+        "decisions": decisions,
         "points": points,
+        "solved": solved,
         "bytes": size,
+        "free_bytes": free,
+        "bytes_per_solved": size / solved if solved else None,
+        "pickled_dict_bytes": pickled,
+        "pickled_ratio": pickled / size if size else None,
     }
 
 
-def _compact(point: tuple[int, ...]) -> str:
-    return json.dumps(point, separators=(",", ":"))
-
-
-def open_table(path: str | Path | None, ctx: SynthesisContext) -> MemoTable:
-    """A MemoTable persisted at ``path`` (None: in memory only)."""
+def open_table(
+    path: str | Path | None, ctx: SynthesisContext, *, flush_every: float = 2.0
+) -> MemoTable:
+    """A MemoTable persisted at ``path`` (None: in memory only), saved every ``flush_every``
+    seconds while it is being filled."""
     if path is None:
-        return MemoTable(ctx)
-    return MemoTable(ctx, SqliteStore(path, ctx))
+        return MemoTable(ctx, flush_every=flush_every)
+    return MemoTable(ctx, SqliteStore(path, ctx), flush_every=flush_every)

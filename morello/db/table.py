@@ -1,22 +1,29 @@
 """The memo table: solved Specs, stored as boxes of equal decisions.
 
 ``MemoTable`` maps Specs to coordinates (``coords.py``), keeps one ``BoxTable`` per table
-key, and turns solutions into position-independent values and back. A solution found for a
-Spec under limits L, requiring limits R, is stored for every limit between R and L (it is
-optimal and feasible there); "no implementation under L" is stored for every limit up to L.
-Persistence is delegated to a store (``sqlite.py``); without one the table lives in memory.
+key, and stores for each solved Spec its *decision* (position independent: "tile n by 8",
+"kernel k"), never its cost: the search recomputes a stored answer's cost and peak memory
+from the decision and the children's answers, so one box can hold many sizes. A solution
+found for a Spec under limits L, requiring limits R, is stored for every limit between R and
+L (it is optimal and feasible there); "no implementation under L" for every limit up to L.
+
+Persistence is delegated to a store (``sqlite.py``). Box tables are read from it lazily,
+one table key at a time, the first time a Spec of that key is looked up; what the search
+adds is written back in short transactions as it goes (``flush_every`` seconds), so a
+killed run keeps its work. Without a store the table lives in memory.
 """
 
 from __future__ import annotations
 
 import json
-from fractions import Fraction
+import pickle
+import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
 from morello.db.boxes import BoxTable, Value
-from morello.db.coords import Key, limit_coord, limit_from_coord, spec_to_coords
+from morello.db.coords import Key, limit_coord, spec_to_coords
 from morello.spec import Spec
 
 if TYPE_CHECKING:
@@ -66,21 +73,29 @@ def value_from_text(text: str) -> Value:
 
 @attrs.frozen
 class Stored:
-    """A solution read from the table: the decision, not yet the action with its sub-Specs."""
+    """An answer known by its decision, cost and peaks (found under other limits)."""
 
     decision: tuple[Any, ...]
     cost: int
     peaks: tuple[int, ...]
 
 
+@attrs.frozen
+class Decided:
+    """A stored answer: the decision only; cost and peaks follow from the children."""
+
+    decision: tuple[Any, ...]
+
+
 class Store(Protocol):
     """Where a MemoTable persists its boxes."""
 
-    def load(self, table: MemoTable) -> None:
-        """Fill ``table`` with the stored boxes."""
+    def load_key(self, key: Key, table: BoxTable) -> None:
+        """Add the stored boxes of ``key`` to ``table`` (and set its ``rev``)."""
 
-    def save(self, table: MemoTable) -> None:
-        """Write the boxes added and removed since the last save, atomically."""
+    def save(self, memo: MemoTable, keys: list[Key], solved: int, pickled: int) -> None:
+        """Write the box tables of ``keys`` in one transaction, merged with what other
+        processes stored meanwhile; count ``solved`` Specs (``pickled`` bytes as a dict)."""
 
     def close(self) -> None:
         """Release the store."""
@@ -89,29 +104,27 @@ class Store(Protocol):
 class MemoTable:
     """Spatially compressed memo of Spec solutions for one synthesis context."""
 
-    def __init__(self, ctx: SynthesisContext, store: Store | None = None) -> None:
+    def __init__(
+        self, ctx: SynthesisContext, store: Store | None = None, *, flush_every: float = 2.0
+    ) -> None:
         self.ctx = ctx
         self.tables: dict[Key, BoxTable] = {}
         self.store = store
+        self.flush_every = flush_every
         self.puts = 0
-        if store is not None:
-            store.load(self)
+        self._dirty: set[Key] = set()
+        self._unsaved: dict[Spec, Any] = {}  # solved since the last flush, for the counters
+        self._last_flush = time.monotonic()
 
     def table(self, key: Key) -> BoxTable:
-        """The box table of ``key`` (created empty if new)."""
+        """The box table of ``key``, read from the store the first time."""
         t = self.tables.get(key)
         if t is None:
-            t = self.tables[key] = BoxTable(len(self.ctx.ruleset.ops[key[0]].index_vars))
+            t = BoxTable(len(self.ctx.ruleset.ops[key[0]].index_vars))
+            if self.store is not None:
+                self.store.load_key(key, t)
+            self.tables[key] = t
         return t
-
-    def _volume(self, spec: Spec) -> int:
-        opdef = self.ctx.ruleset.ops[spec.op]
-        sizes = opdef.sizes([t.shape for t in spec.operands])
-        assert isinstance(sizes, dict)
-        v = 1
-        for n in sizes.values():
-            v *= n
-        return v
 
     def put(self, spec: Spec, solution: Solution | None) -> None:
         """Store the solution (or the absence of one) of ``spec``."""
@@ -119,52 +132,54 @@ class MemoTable:
         nsize = len(self.ctx.ruleset.ops[spec.op].index_vars)
         table = self.table(key)
         self.puts += 1
+        self._dirty.add(key)
         if solution is None:
-            lo = (*point[:nsize], *(0 for _ in point[nsize:]))
-            table.insert(lo, point, None)
-            return
-        per_volume = Fraction(solution.cost, self._volume(spec))
-        peaks = tuple(limit_coord(p) for p in solution.peaks)
-        value = (
-            decision_of(solution.action),
-            per_volume.numerator,
-            per_volume.denominator,
-            peaks,
-        )
-        table.insert((*point[:nsize], *peaks), point, value)
+            table.insert((*point[:nsize], *(0 for _ in point[nsize:])), point, None)
+            self._unsaved[spec] = None
+        else:
+            decision = decision_of(solution.action)
+            peaks = tuple(limit_coord(p) for p in solution.peaks)
+            table.insert((*point[:nsize], *peaks), point, decision)
+            self._unsaved[spec] = (decision, solution.cost, solution.peaks)
+        if self.store is not None and time.monotonic() - self._last_flush > self.flush_every:
+            self.flush()
 
-    def get(self, spec: Spec) -> Stored | object | None:
-        """The stored solution of ``spec``, None if it has none, or ``MISSING``."""
+    def get(self, spec: Spec) -> Decided | object | None:
+        """The stored decision of ``spec``, None if it has no implementation, or ``MISSING``."""
         key, point = spec_to_coords(spec, self.ctx)
-        table = self.tables.get(key)
-        if table is None:
-            return MISSING
-        box = table.lookup(point)
+        box = self.table(key).lookup(point)
         if box is None:
             return MISSING
         if box.value is None:
             return None
-        decision, num, den, peak_coords = box.value
-        cost = Fraction(num, den) * self._volume(spec)
-        if cost.denominator != 1:
-            return MISSING
-        peaks = tuple(limit_from_coord(c) for c in peak_coords)
-        return Stored(decision, int(cost), peaks)
+        return Decided(box.value)
 
     def flush(self) -> None:
-        """Persist what changed (no-op without a store)."""
+        """Persist what changed (a no-op without a store or without changes)."""
+        self._last_flush = time.monotonic()
+        if self.store is None or not self._dirty:
+            return
+        solved = len(self._unsaved)
+        pickled = len(pickle.dumps(self._unsaved, protocol=pickle.HIGHEST_PROTOCOL))
+        self.store.save(self, sorted(self._dirty, key=key_text), solved, pickled)
+        self._dirty.clear()
+        self._unsaved.clear()
+
+    def release(self) -> None:
+        """Flush, then forget the box tables read so far (they are read again when needed)."""
+        self.flush()
         if self.store is not None:
-            self.store.save(self)
+            self.tables.clear()
 
     def close(self) -> None:
         """Flush and release the store."""
         if self.store is not None:
-            self.store.save(self)
+            self.flush()
             self.store.close()
             self.store = None
 
     def stats(self) -> dict[str, int]:
-        """Tables, boxes and points covered."""
+        """Tables, boxes and points covered (of the box tables in memory)."""
         boxes = sum(len(t) for t in self.tables.values())
         points = sum(b.volume() for t in self.tables.values() for b in t.boxes)
         return {"tables": len(self.tables), "boxes": boxes, "points": points}

@@ -24,7 +24,7 @@ import attrs
 
 from morello.context import SynthesisContext
 from morello.cost import action_cost, action_peaks
-from morello.db.table import MISSING, MemoTable, Stored, decision_of
+from morello.db.table import MISSING, Decided, MemoTable, Stored, decision_of
 from morello.errors import NoImplementationError, RuleError
 from morello.impl import Action, Impl
 from morello.search.expand import action_for, spec_actions
@@ -112,7 +112,30 @@ class _Walk:
             return MISSING
         if isinstance(self.memo, dict):
             return self.memo.get(spec, MISSING)
-        return self.memo.get(spec)
+        got = self.memo.get(spec)
+        if isinstance(got, Decided):
+            return self._resolve(spec, got.decision)
+        return got
+
+    def _resolve(self, spec: Spec, decision: tuple[Any, ...]) -> Solution | object:
+        """The solution a stored decision makes at ``spec``: its cost and peaks come from
+        the children's answers (MISSING if the decision does not apply, which a table
+        written under the same rules never holds)."""
+        action = action_for(spec, decision, self.ctx)
+        if action is None:
+            return MISSING
+        subs = []
+        for child in action.children:
+            self.edges += 1
+            sub = self.answer(child)
+            if sub is None:
+                return MISSING
+            subs.append(sub)
+        return Solution(
+            action,
+            action_cost(spec, action, [s.cost for s in subs], self.ctx),
+            action_peaks(spec, action, [s.peaks for s in subs], self.ctx),
+        )
 
     def _solve(self, spec: Spec) -> Solution | None:
         if spec in self.path:
@@ -140,6 +163,8 @@ class _Walk:
         del self.path[spec]
         self.solved[spec] = winner
         self.ranges.setdefault(_goal(spec), []).append((spec.limits, winner))
+        if isinstance(self.memo, MemoTable):
+            self.memo.put(spec, winner)  # saved as the walk goes, so a killed run keeps it
         return winner
 
     def _report_cycle(self, spec: Spec) -> None:
@@ -179,8 +204,7 @@ class _Walk:
             for node in impl.walk() if impl is not None else ():
                 self.memo.setdefault(node.spec, Solution(node.action, node.cost, node.peaks))
         elif self.memo is not None:
-            for s, b in self.solved.items():
-                self.memo.put(s, b)
+            self.memo.flush()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,182 @@
+"""The compact memo-table file: its encoding, lazy reads, merged writers, saves as it goes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from morello.context import SynthesisContext, make_context
+from morello.db.boxes import Box
+from morello.db.sqlite import decode_boxes, encode_boxes, file_stats, open_table
+from morello.db.table import MISSING, Decided
+from morello.lang.spec_file import build_program, parse_spec_file
+from morello.search.solve import synthesize
+from morello.spec import Spec
+
+SPEC = "func mm(a: f32[{m}, {k}], b: f32[{k}, {n}]) -> c: f32[{m}, {n}] {{ c = matmul(a, b) }}"
+
+
+@pytest.fixture(scope="module")
+def ctx() -> SynthesisContext:
+    return make_context("zen1")
+
+
+def _spec(ctx: SynthesisContext, m: int, k: int, n: int) -> Spec:
+    (func,) = parse_spec_file("mm.lark", SPEC.format(m=m, k=k, n=n)).funcs
+    return build_program(func, ctx).spec
+
+
+@given(
+    st.integers(1, 6).flatmap(
+        lambda d: st.lists(
+            st.tuples(
+                st.lists(st.integers(0, 70_000), min_size=d, max_size=d),
+                st.lists(st.integers(0, 300), min_size=d, max_size=d),
+                st.integers(0, 2**32 - 1),
+            ),
+            max_size=40,
+        ).map(lambda rows: (d, rows))
+    )
+)
+def test_encoded_boxes_decode_to_the_same_boxes(data: tuple[int, list]) -> None:  # type: ignore[type-arg]
+    ndim, rows = data
+    boxes = [
+        Box(tuple(lo), tuple(a + e for a, e in zip(lo, ext, strict=True)), None)
+        for lo, ext, _ in rows
+    ]
+    ids = [i for _, _, i in rows]
+    corners, got_ids = decode_boxes(encode_boxes(boxes, ids, ndim))
+    assert corners == [(b.lo, b.hi) for b in boxes]
+    assert got_ids == ids
+
+
+def test_a_warm_read_writes_nothing_and_reads_only_the_keys_it_needs(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    table = open_table(db, ctx)
+    synthesize(_spec(ctx, 8, 8, 8), ctx, table)
+    synthesize(_spec(ctx, 2, 4, 2), ctx, table)
+    stored = len(table.tables)
+    table.close()
+    before = db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        version = conn.execute("PRAGMA data_version").fetchone()
+    warm = open_table(db, ctx)
+    _impl, stats = synthesize(_spec(ctx, 2, 4, 2), ctx, warm)
+    assert stats.specs_visited == 0
+    assert 0 < len(warm.tables) < stored  # only the keys this Spec's tree needed were read
+    warm.close()
+    assert db.read_bytes() == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA data_version").fetchone() == version
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_two_tables_writing_one_key_keep_each_others_boxes(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    one, two = open_table(db, ctx), open_table(db, ctx)
+    a, b = _spec(ctx, 4, 4, 4), _spec(ctx, 8, 8, 8)
+    synthesize(a, ctx, one)  # both read the (empty) keys before either writes
+    synthesize(b, ctx, two)
+    one.close()
+    two.close()
+    fresh = open_table(db, ctx)
+    assert isinstance(fresh.get(a), Decided)
+    assert isinstance(fresh.get(b), Decided)
+    for spec in (a, b):
+        assert synthesize(spec, ctx, fresh)[1].specs_visited == 0
+    fresh.close()
+
+
+def test_stored_decisions_give_the_cost_the_search_found(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    specs = [_spec(ctx, m, k, n) for m, k, n in [(4, 8, 16), (3, 5, 7), (12, 16, 8)]]
+    table = open_table(db, ctx)
+    cold = [synthesize(s, ctx, table)[0] for s in specs]
+    table.close()
+    warm = open_table(db, ctx)
+    for spec, impl in zip(specs, cold, strict=True):
+        again, stats = synthesize(spec, ctx, warm)
+        assert stats.specs_visited == 0
+        assert [(n.spec, n.action, n.cost, n.peaks) for n in again.walk()] == [
+            (n.spec, n.action, n.cost, n.peaks) for n in impl.walk()
+        ]
+    assert warm.get(_spec(ctx, 64, 64, 64)) is MISSING
+    warm.close()
+
+
+def test_db_stats_measures_bytes_per_solved_spec(
+    tmp_path: Path, ctx: SynthesisContext, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from morello.cli import main
+
+    db = tmp_path / "memo.sqlite3"
+    table = open_table(db, ctx)
+    _impl, stats = synthesize(_spec(ctx, 16, 16, 16), ctx, table)
+    table.close()
+    fs = file_stats(db)
+    assert fs["solved"] == stats.specs_visited
+    assert fs["bytes_per_solved"] == fs["bytes"] / fs["solved"]
+    assert fs["pickled_dict_bytes"] > fs["bytes"]
+    assert fs["decisions"] < fs["boxes"] <= fs["solved"]
+    assert main(["db", "stats", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"solved Specs      {fs['solved']}" in out
+    assert "per solved Spec" in out and "x the file)" in out
+
+
+_SYNTHESIZE = """\
+import sys
+from morello.context import make_context
+from morello.db.sqlite import open_table
+from morello.lang.spec_file import build_program, parse_spec_file
+from morello.search.solve import synthesize
+ctx = make_context("zen1")
+(func,) = parse_spec_file("mm.lark", sys.argv[2]).funcs
+table = open_table(sys.argv[1], ctx, flush_every=0.5)
+print("start", flush=True)
+synthesize(build_program(func, ctx).spec, ctx, table)
+table.close()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_synthesis_keeps_what_it_solved_and_resuming_finishes(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    text = SPEC.format(m=64, k=64, n=64)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SYNTHESIZE, str(db), text], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "start\n"
+    time.sleep(4)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    kept = file_stats(db)
+    assert kept["solved"] > 100, kept  # saved every half second until the kill
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    spec = _spec(ctx, 64, 64, 64)
+    cold_impl, cold = synthesize(spec, ctx, None)
+    table = open_table(db, ctx)
+    resumed_impl, resumed = synthesize(spec, ctx, table)
+    table.close()
+    assert resumed.specs_visited < cold.specs_visited
+    assert resumed_impl.cost == cold_impl.cost
