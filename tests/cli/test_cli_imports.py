@@ -1,9 +1,9 @@
 """Start-up: synthesizing a spec imports only what synthesis needs.
 
-NumPy, networkx, JAX and the modules that compile, run, check or time code are imported by
-the commands that need them (``--check``, ``bench``), not by printing C, writing it, or
-printing the Impl and statistics. A fresh interpreter runs the command line in-process and
-then lists the modules it holds.
+NumPy, networkx, JAX, Dask and the modules that compile, run, check or time code are imported
+by the commands that need them (``--check``, ``bench``, ``precompute``), not by printing C,
+writing it, or printing the Impl and statistics. A fresh interpreter runs the command line
+in-process and then lists the modules it holds.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ _NOT_IMPORTED = [
     "numpy",
     "networkx",
     "jax",
+    "dask",
+    "distributed",
     "morello.codegen.bench",
     "morello.codegen.peers",
     "morello.codegen.array_peers",
