@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from morello import __version__
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
@@ -36,6 +38,7 @@ examples (TARGET is a name that --list-targets prints):
   python -m morello --target TARGET examples/matmul_512_parallel.lark --threads 2
                                                a 'parallel func' with loops on 2 threads
   python -m morello db stats --target TARGET                          inspect the memo table
+  python -m morello precompute --target TARGET --op matmul --up-to 32 fill it on Dask
 """
 
 
@@ -96,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _db_main(argv[1:])
     if argv and argv[0] == "bench":
         return _bench_main(argv[1:])
+    if argv and argv[0] == "precompute":
+        return _precompute_main(argv[1:])
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors: argparse has printed
@@ -176,6 +181,39 @@ def _db_main(argv: Sequence[str]) -> int:
     return ExitCode.OK
 
 
+class _NoBar:
+    """What ``_progress_bar`` gives where no bar is drawn."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        """Nothing to draw."""
+
+    def set_description(self, text: str, refresh: bool = True) -> None:
+        """Nothing to draw."""
+
+
+def _progress_bar() -> Any:
+    """A progress bar of Specs solved on stderr, shown once a synthesis has run for a
+    second, on a terminal only (tqdm is imported only then)."""
+    if not sys.stderr.isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(
+        unit=" Specs",
+        delay=1.0,
+        leave=False,
+        dynamic_ncols=True,
+        file=sys.stderr,
+        bar_format="{desc}{n_fmt} Specs solved [{elapsed}, {rate_fmt}]",
+    )
+
+
 def _db_stats_text(st: dict[str, Any]) -> str:
     boxes = st["boxes"] or 1
     lines = [
@@ -209,10 +247,12 @@ def _synthesize_file(
     table = open_table(db_path, ctx)
     solved: list[tuple[Program, Impl, SearchStats]] = []
     try:
-        for program in programs:
-            impl, stats = synthesize(program.spec, ctx, table)
-            solved.append((program, impl, stats))
-            table.flush()
+        with _progress_bar() as bar:
+            for program in programs:
+                bar.set_description(f"synthesizing {program.name}", refresh=False)
+                impl, stats = synthesize(program.spec, ctx, table, bar.update)
+                solved.append((program, impl, stats))
+                table.release()  # saved; what this function alone needed is let go
     finally:
         table.close()
     for func, (program, impl, _) in zip(spec_file.funcs, solved, strict=True):
@@ -249,6 +289,100 @@ time is reported as a fraction of the bound that applies: compute at the peak, o
 at the bandwidth, whichever is slower. Each peer's ratio = its median time / ours (above 1:
 Morello is faster); the last line gives the best peer's.
 """
+
+
+PRECOMPUTE_DESCRIPTION = """\
+Solve every Spec of an op up to a size bound and store it in the memo table, so that
+later syntheses of those shapes expand no Spec.
+
+The goals are the op's root Specs (operands in main memory, serial, the full memory
+limits) for every size up to --up-to that the rule set's size policies name (1, 2, 3, 4,
+6, 8, 12, ... for pow2_3), every layout family a spec file may name without a parameter
+(row_major, col_major) for each operand, and every assignment of --dtypes to the operands
+that the target implements. Solving a root solves every Spec below it.
+
+Work runs on Dask: a local cluster of --workers processes by default, or the workers of
+the scheduler at --scheduler (they must be able to read the file at --db: a shared file
+system).
+Goals are solved in stages, smaller sizes first; this process alone writes the file, one
+short transaction per finished task, so an interrupted run keeps what it stored and
+resumes where it stopped. Two precomputes into one file at once are refused.
+"""
+
+
+def _precompute_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="morello precompute",
+        description=PRECOMPUTE_DESCRIPTION,
+        epilog="example:\n  python -m morello precompute --target TARGET --op matmul --up-to 32",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--target", "-t", help="target to solve for (see --list-targets)")
+    p.add_argument("--op", required=True, help="op to solve (as named in the rule files)")
+    p.add_argument(
+        "--up-to", type=int, required=True, metavar="N", help="largest size of every index"
+    )
+    p.add_argument(
+        "--dtypes",
+        default="f32",
+        metavar="LIST",
+        help="comma-separated dtypes the operands may take (default f32); every combination "
+        "the target implements is solved, e.g. bf16 inputs into an f32 output",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes of the local Dask cluster (default: this machine's cores)",
+    )
+    p.add_argument("--scheduler", metavar="ADDRESS", help="use the Dask cluster at ADDRESS instead")
+    p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
+    p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_threads(p)
+    return p
+
+
+def _precompute_main(argv: Sequence[str]) -> int:
+    try:
+        args = _precompute_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
+    if args.workers is not None and args.workers < 1:
+        print("morello precompute: error: --workers must be 1 or more", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    try:
+        from morello.precompute import precompute
+
+        plugins = Plugins()
+        target_name = args.target or _default_target(plugins)
+        ctx = make_context(target_name, plugins, args.rules, args.threads)
+        db = Path(args.db or default_db_path(ctx.target.name))
+        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+        report = precompute(
+            ctx,
+            args.op,
+            args.up_to,
+            dtypes,
+            db,
+            rules=[str(Path(r).resolve()) for r in args.rules],
+            workers=args.workers,
+            scheduler=args.scheduler,
+        )
+    except MorelloError as exc:
+        print(exc.format(), file=sys.stderr)
+        return int(exc.exit_code)
+    fields = attrs.asdict(report)
+    if args.json:
+        print(json.dumps({"db": str(db), **fields}, indent=2))
+    else:
+        print(
+            f"{db}: {report.goals} goals, {report.already} already stored, "
+            f"{report.solved_goals} solved ({report.no_implementation} with no implementation) "
+            f"in {report.stages} stages on {report.workers} workers; {report.specs_solved} "
+            f"Specs solved in {report.seconds:.1f} s"
+        )
+    return ExitCode.OK
 
 
 def _bench_parser() -> argparse.ArgumentParser:

@@ -53,6 +53,7 @@ class BoxTable:
         self.boxes: set[Box] = set()
         self._index: dict[Point, list[Box]] = {}
         self.rev = 0  # the stored revision these boxes include (see sqlite.py)
+        self.fresh: set[Box] = set()  # boxes made by ``insert`` (not read from storage)
 
     def __len__(self) -> int:
         return len(self.boxes)
@@ -70,6 +71,7 @@ class BoxTable:
         self.boxes.discard(box)
         for sp in self._size_points(box):
             self._index[sp].remove(box)
+        self.fresh.discard(box)
 
     def lookup(self, p: Point) -> Box | None:
         """A box containing ``p``, or None."""
@@ -102,6 +104,7 @@ class BoxTable:
             self._remove(other)
             box = Box(tuple(map(min, box.lo, other.lo)), tuple(map(max, box.hi, other.hi)), value)
         self._add(box)
+        self.fresh.add(box)
         return box
 
     def _mergeable(self, box: Box) -> Box | None:

@@ -226,7 +226,9 @@ class SqliteStore:
         self.conn = connect(self.path, create=True)
         self._check_stamp(ctx.target.name)
         self._ns_id: int | None = None
+        self._row_ids: dict[Key, int] = {}
         self._ids: dict[str, int] = {}  # decision text -> id
+        self._ids_of_values: dict[Value, int] = {}  # decision -> id
         self._values: dict[int, Value] = {0: None}  # id -> decision (0: no implementation)
 
     def _check_stamp(self, target: str) -> None:
@@ -265,6 +267,7 @@ class SqliteStore:
                 self.conn.execute("ROLLBACK")
             # Ids handed out in the rolled-back transaction do not exist: forget them all.
             self._ids.clear()
+            self._ids_of_values.clear()
             self._values = {0: None}
             self._ns_id = None
             raise MemoTableError(f"{failure} ({exc}); {_hint(self.path)}") from None
@@ -297,8 +300,11 @@ class SqliteStore:
             raise self._damaged(exc) from None
 
     def _row_id(self, key: Key) -> int:
-        digest = hashlib.sha256(f"{self.ns}\n{key_text(key)}".encode()).digest()
-        return int.from_bytes(digest[:8], "little", signed=True)
+        got = self._row_ids.get(key)
+        if got is None:
+            digest = hashlib.sha256(f"{self.ns}\n{key_text(key)}".encode()).digest()
+            got = self._row_ids[key] = int.from_bytes(digest[:8], "little", signed=True)
+        return got
 
     def _namespace_id(self) -> int:
         """The id of this namespace's row (made in the current write transaction if new)."""
@@ -318,9 +324,25 @@ class SqliteStore:
         for lo, hi, value in boxes:
             table.load(Box(lo, hi, value))
 
+    def refresh(self, memo: MemoTable) -> int:
+        """Forget the keys of ``memo``'s box tables that were stored since they were read,
+        so they are read again when next looked up (for a read-only table whose additions
+        were collected and handed to the writer); returns how many keys changed."""
+        try:
+            revs = dict(self.conn.execute("SELECT id, rev FROM tables").fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+        changed = [k for k, t in memo.tables.items() if revs.get(self._row_id(k), 0) != t.rev]
+        for key in changed:
+            del memo.tables[key]  # read again when next looked up
+        return len(changed)
+
     def _intern(self, value: Value) -> int:
         if value is None:
             return 0
+        got = self._ids_of_values.get(value)
+        if got is not None:
+            return got
         text = value_text(value)
         got = self._ids.get(text)
         if got is None:
@@ -333,6 +355,7 @@ class SqliteStore:
             ).fetchone()[0]
             self._ids[text] = got
             self._values[got] = value
+        self._ids_of_values[value] = got
         return got
 
     def save(self, memo: MemoTable, keys: list[Key], solved: int, pickled: int) -> None:
@@ -341,8 +364,13 @@ class SqliteStore:
         with self._transaction(f"cannot write memo table {self.path}"):
             for key in keys:
                 table = memo.tables[key]
-                got = self._read_row(key)
-                if got is not None and got[0] != table.rev:
+                row = self.conn.execute(
+                    "SELECT rev FROM tables WHERE id = ?", (self._row_id(key),)
+                ).fetchone()
+                got = (row[0], []) if row is not None and row[0] == table.rev else None
+                if row is not None and got is None:
+                    got = self._read_row(key)  # another process wrote it since we read it
+                    assert got is not None
                     for lo, hi, value in got[1]:
                         table.insert(lo, hi, value)
                 boxes = table.sorted_boxes()
@@ -430,10 +458,14 @@ def file_stats(path: Path) -> dict[str, Any]:
 
 
 def open_table(
-    path: str | Path | None, ctx: SynthesisContext, *, flush_every: float = 2.0
+    path: str | Path | None,
+    ctx: SynthesisContext,
+    *,
+    flush_every: float = 2.0,
+    read_only: bool = False,
 ) -> MemoTable:
     """A MemoTable persisted at ``path`` (None: in memory only), saved every ``flush_every``
-    seconds while it is being filled."""
+    seconds while it is being filled (never, if ``read_only``)."""
     if path is None:
         return MemoTable(ctx, flush_every=flush_every)
-    return MemoTable(ctx, SqliteStore(path, ctx), flush_every=flush_every)
+    return MemoTable(ctx, SqliteStore(path, ctx), flush_every=flush_every, read_only=read_only)

@@ -105,14 +105,26 @@ class MemoTable:
     """Spatially compressed memo of Spec solutions for one synthesis context."""
 
     def __init__(
-        self, ctx: SynthesisContext, store: Store | None = None, *, flush_every: float = 2.0
+        self,
+        ctx: SynthesisContext,
+        store: Store | None = None,
+        *,
+        flush_every: float = 2.0,
+        read_only: bool = False,
     ) -> None:
+        """``read_only``: read from ``store`` but never write to it; what is added is taken
+        out with ``collect`` (a precompute worker hands it to the one writer)."""
         self.ctx = ctx
+        self.read_only = read_only
+        self._counted = (0, 0)  # Specs solved elsewhere, and their pickled bytes (``absorb``)
         self.tables: dict[Key, BoxTable] = {}
         self.store = store
         self.flush_every = flush_every
         self.puts = 0
         self._dirty: set[Key] = set()
+        # Solutions this process found or resolved, with their actions, costs and peaks:
+        # resolving a stored decision walks its subtree, so it is done once per process.
+        self.solutions: dict[Spec, Solution | None] = {}
         self._unsaved: dict[Spec, Any] = {}  # solved since the last flush, for the counters
         self._last_flush = time.monotonic()
 
@@ -133,6 +145,7 @@ class MemoTable:
         table = self.table(key)
         self.puts += 1
         self._dirty.add(key)
+        self.solutions[spec] = solution
         if solution is None:
             table.insert((*point[:nsize], *(0 for _ in point[nsize:])), point, None)
             self._unsaved[spec] = None
@@ -141,7 +154,11 @@ class MemoTable:
             peaks = tuple(limit_coord(p) for p in solution.peaks)
             table.insert((*point[:nsize], *peaks), point, decision)
             self._unsaved[spec] = (decision, solution.cost, solution.peaks)
-        if self.store is not None and time.monotonic() - self._last_flush > self.flush_every:
+        if (
+            self.store is not None
+            and not self.read_only
+            and time.monotonic() - self._last_flush > self.flush_every
+        ):
             self.flush()
 
     def get(self, spec: Spec) -> Decided | object | None:
@@ -157,18 +174,54 @@ class MemoTable:
     def flush(self) -> None:
         """Persist what changed (a no-op without a store or without changes)."""
         self._last_flush = time.monotonic()
-        if self.store is None or not self._dirty:
+        if self.store is None or self.read_only or not self._dirty:
             return
-        solved = len(self._unsaved)
-        pickled = len(pickle.dumps(self._unsaved, protocol=pickle.HIGHEST_PROTOCOL))
+        solved, pickled = self._counts()
         self.store.save(self, sorted(self._dirty, key=key_text), solved, pickled)
         self._dirty.clear()
         self._unsaved.clear()
+        self._counted = (0, 0)
+
+    def _counts(self) -> tuple[int, int]:
+        """Specs solved since the last flush, and their size as a pickled dict."""
+        solved = len(self._unsaved) + self._counted[0]
+        pickled = self._counted[1]
+        if self._unsaved:
+            pickled += len(pickle.dumps(self._unsaved, protocol=pickle.HIGHEST_PROTOCOL))
+        return solved, pickled
+
+    def collect(self) -> tuple[dict[Key, list[tuple[Any, Any, Value]]], int, int]:
+        """The boxes added since the last ``collect`` (by table key), how many Specs were
+        solved, and their size as a pickled dict; forgets them (they are not written)."""
+        boxes = {}
+        for key in sorted(self._dirty, key=key_text):
+            table = self.tables[key]
+            boxes[key] = [(b.lo, b.hi, b.value) for b in table.sorted_boxes() if b in table.fresh]
+            table.fresh.clear()
+        solved, pickled = self._counts()
+        self._dirty.clear()
+        self._unsaved.clear()
+        self._counted = (0, 0)
+        return boxes, solved, pickled
+
+    def absorb(
+        self, boxes: dict[Key, list[tuple[Any, Any, Value]]], solved: int, pickled: int
+    ) -> None:
+        """Add boxes another table collected (and count its solved Specs); written by the
+        next ``flush``."""
+        for key, rows in boxes.items():
+            table = self.table(key)
+            for lo, hi, value in rows:
+                table.insert(lo, hi, value)
+            self._dirty.add(key)
+        self._counted = (self._counted[0] + solved, self._counted[1] + pickled)
 
     def release(self) -> None:
-        """Flush, then forget the box tables read so far (they are read again when needed)."""
+        """Flush, then forget the solutions and box tables held in memory (the tables are
+        read again when needed)."""
         self.flush()
-        if self.store is not None:
+        self.solutions.clear()
+        if self.store is not None and not self.read_only:
             self.tables.clear()
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -69,6 +69,20 @@ class SchemaRule:
         if not any(p.matches(spec) for p in self.patterns):
             return
         yield from ctx.schemas[self.schema].actions(self, spec, ctx)
+
+    def actions_making(
+        self, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]
+    ) -> Iterator[Action]:
+        """The actions of ``actions`` that could make ``decision``, or more (all of them,
+        unless the schema knows how to narrow them down: its own ``actions_making``)."""
+        if not any(p.matches(spec) for p in self.patterns):
+            return
+        schema = ctx.schemas[self.schema]
+        narrow = getattr(schema, "actions_making", None)
+        if narrow is None:
+            yield from schema.actions(self, spec, ctx)
+        else:
+            yield from narrow(self, spec, ctx, decision)
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -136,6 +136,13 @@ class TileOut:
         for var in ctx.ruleset.ops[spec.op].tileable_vars:
             yield from _loops(self.name, spec, ctx, var, rule.sizes)
 
+    def actions_making(
+        self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]
+    ) -> Iterator[Action]:
+        """The actions that may make ``decision`` (the loop over its index)."""
+        if len(decision) == 4 and decision[2] in ctx.ruleset.ops[spec.op].tileable_vars:
+            yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
+
 
 @attrs.frozen
 class Split:
@@ -151,6 +158,14 @@ class Split:
             for var in ctx.ruleset.ops[spec.op].reduction_vars:
                 yield from _loops(self.name, spec, ctx, var, rule.sizes)
 
+    def actions_making(
+        self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]
+    ) -> Iterator[Action]:
+        """The actions that may make ``decision`` (the loop over its index)."""
+        vars_ = ctx.ruleset.ops[spec.op].reduction_vars
+        if spec.accum and len(decision) == 4 and decision[2] in vars_:
+            yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
+
 
 @attrs.frozen
 class Move:
@@ -161,6 +176,13 @@ class Move:
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A move per operand, destination level, layout and vector size."""
         yield from _moves(rule, spec, ctx)
+
+    def actions_making(
+        self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]
+    ) -> Iterator[Action]:
+        """The actions that may make ``decision`` (moves of its operand to its level)."""
+        if len(decision) == 6:
+            yield from _moves(rule, spec, ctx, decision[2], decision[3])
 
 
 @attrs.frozen
@@ -305,12 +327,15 @@ def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
 
 
 def _loops(
-    rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str
+    rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str, only: int | None = None
 ) -> Iterator[LoopAction]:
+    """Loops over ``var`` in each step of ``policy`` (only step ``only``, if given)."""
     opdef = ctx.ruleset.ops[spec.op]
     i, d = opdef.operands_using(var)[0]
     extent = spec.operands[i].shape[d]
     for size in ctx.size_policies[policy](extent):
+        if only is not None and size != only:
+            continue
         body = _retile(spec, ctx, var, size)
         if body is None:
             continue
@@ -322,11 +347,20 @@ def _loops(
         yield LoopAction(rule, var, size, extent // size, body, tail)
 
 
-def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[MoveAction]:
+def _moves(
+    rule: SchemaRule,
+    spec: Spec,
+    ctx: SynthesisContext,
+    only_operand: int | None = None,
+    only_level: str | None = None,
+) -> Iterator[MoveAction]:
+    """Moves of each operand to each level (only ``only_operand``, ``only_level`` if given)."""
     target = ctx.target
     last = len(spec.operands) - 1
     for idx, ts in enumerate(spec.operands):
         if idx == last and rule.operands == "inputs":
+            continue
+        if only_operand is not None and idx != only_operand:
             continue
         copy_op = ctx.ruleset.copy_op(len(ts.shape))
         if copy_op is None:
@@ -336,6 +370,8 @@ def _moves(rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Move
         reads = idx != last or spec.accum
         writes = idx == last
         for dest_name in src_level.moves_to:
+            if only_level is not None and dest_name != only_level:
+                continue
             dest_level = target.level(dest_name)
             if level_kind(dest_level) not in rule.into:
                 continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -23,17 +23,27 @@ from morello.rules.ruleset import layout_named
 from morello.spec import Spec
 
 
-def spec_actions(spec: Spec, ctx: SynthesisContext) -> list[Action]:
-    """Every action applicable to ``spec``: matching kernels, then each rule's actions."""
+def spec_actions(
+    spec: Spec,
+    ctx: SynthesisContext,
+    named: str | None = None,
+    making: tuple[Any, ...] | None = None,
+) -> list[Action]:
+    """Every action applicable to ``spec``: matching kernels, then each rule's actions
+    (only the kernels and rules called ``named``, if given; rules may offer only the
+    actions that could make decision ``making``)."""
     out: list[Action] = []
     for kernel in ctx.ruleset.kernels:
-        if kernel.op != spec.op:
+        if kernel.op != spec.op or (named is not None and kernel.name != named):
             continue
         bindings = kernel.match(spec, layout_named, ctx.target.level_index)
         if bindings is not None:
             out.append(KernelAction(kernel.name, tuple(sorted(bindings.items()))))
     for rule in ctx.ruleset.rules:
-        out.extend(rule.actions(spec, ctx))
+        if named is not None and rule.name != named:
+            continue
+        narrow = None if making is None else getattr(rule, "actions_making", None)
+        out.extend(rule.actions(spec, ctx) if narrow is None else narrow(spec, ctx, making))
     return out
 
 
@@ -80,8 +90,13 @@ def expand(
 
 
 def action_for(spec: Spec, decision: tuple[object, ...], ctx: SynthesisContext) -> Action | None:
-    """The action of ``spec`` that makes ``decision`` (see ``decision_of``), if any."""
-    for action in spec_actions(spec, ctx):
+    """The action of ``spec`` that makes ``decision`` (see ``decision_of``), if any.
+
+    A decision names the rule or kernel that made it second (after its kind), so only that
+    rule's or kernel's actions are enumerated.
+    """
+    named = decision[1] if len(decision) > 1 and isinstance(decision[1], str) else None
+    for action in spec_actions(spec, ctx, named, decision):
         if decision_of(action) == decision:
             return action
     return None

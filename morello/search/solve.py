@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -56,6 +56,7 @@ class SearchStats:
 
 
 Answer = Solution | Stored | None
+_PROGRESS_EVERY = 256  # Specs solved between two progress reports
 Memo = dict[Spec, "Solution | None"] | MemoTable
 
 
@@ -75,9 +76,15 @@ def _at_most(low: tuple[int, ...], high: tuple[int, ...]) -> bool:
 class _Walk:
     """One synthesis: the answers found so far and the Specs on the current path."""
 
-    def __init__(self, ctx: SynthesisContext, memo: Memo | None) -> None:
+    def __init__(
+        self,
+        ctx: SynthesisContext,
+        memo: Memo | None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.memo = memo
+        self.progress = progress
         self.answers: dict[Spec, Answer] = {}
         self.solved: dict[Spec, Solution | None] = {}  # Specs whose actions were enumerated
         self.ranges: dict[tuple[Any, ...], list[tuple[tuple[int, ...], Solution | None]]] = {}
@@ -112,9 +119,14 @@ class _Walk:
             return MISSING
         if isinstance(self.memo, dict):
             return self.memo.get(spec, MISSING)
+        known = self.memo.solutions.get(spec, MISSING)
+        if known is not MISSING:
+            return known
         got = self.memo.get(spec)
         if isinstance(got, Decided):
-            return self._resolve(spec, got.decision)
+            got = self._resolve(spec, got.decision)
+            if isinstance(got, Solution):
+                self.memo.solutions[spec] = got
         return got
 
     def _resolve(self, spec: Spec, decision: tuple[Any, ...]) -> Solution | object:
@@ -165,6 +177,8 @@ class _Walk:
         self.ranges.setdefault(_goal(spec), []).append((spec.limits, winner))
         if isinstance(self.memo, MemoTable):
             self.memo.put(spec, winner)  # saved as the walk goes, so a killed run keeps it
+        if self.progress is not None and len(self.solved) % _PROGRESS_EVERY == 0:
+            self.progress(_PROGRESS_EVERY)
         return winner
 
     def _report_cycle(self, spec: Spec) -> None:
@@ -219,18 +233,22 @@ def _deep_recursion() -> Iterator[None]:
 
 
 def synthesize(
-    spec: Spec, ctx: SynthesisContext, memo: Memo | None = None
+    spec: Spec,
+    ctx: SynthesisContext,
+    memo: Memo | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Impl, SearchStats]:
     """The cheapest Impl of ``spec`` and statistics of the search.
 
     ``memo`` (a MemoTable, or a plain dict of Spec -> Solution) holds earlier solutions: Specs
     found there are not solved again, and every Spec solved here is added to it.
+    ``progress(n)`` is told every few hundred Specs solved (a progress bar's ``update``).
 
     Raises:
         NoImplementationError: nothing implements ``spec`` within its memory limits.
     """
     start = time.perf_counter()
-    walk = _Walk(ctx, memo)
+    walk = _Walk(ctx, memo, progress)
     with _deep_recursion():
         if walk.answer(spec) is None:
             walk.record(None)
