@@ -180,3 +180,18 @@ def test_a_killed_synthesis_keeps_what_it_solved_and_resuming_finishes(
     table.close()
     assert resumed.specs_visited < cold.specs_visited
     assert resumed_impl.cost == cold_impl.cost
+
+
+def test_release_lets_go_of_a_functions_state_and_reads_it_again(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    table = open_table(db, ctx)
+    spec = _spec(ctx, 8, 4, 8)
+    impl, _ = synthesize(spec, ctx, table)
+    assert table.solutions and table.tables
+    table.release()  # what the command line does after each function
+    assert table.solutions == {} and table.tables == {}
+    again, stats = synthesize(spec, ctx, table)
+    assert stats.specs_visited == 0 and again.cost == impl.cost
+    table.close()
