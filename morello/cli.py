@@ -336,6 +336,13 @@ def _precompute_parser() -> argparse.ArgumentParser:
         help="processes of the local Dask cluster (default: this machine's cores)",
     )
     p.add_argument("--scheduler", metavar="ADDRESS", help="use the Dask cluster at ADDRESS instead")
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for the scheduler at --scheduler (default 30)",
+    )
     p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
     p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -368,6 +375,7 @@ def _precompute_main(argv: Sequence[str]) -> int:
             rules=[str(Path(r).resolve()) for r in args.rules],
             workers=args.workers,
             scheduler=args.scheduler,
+            connect_timeout=args.connect_timeout,
         )
     except MorelloError as exc:
         print(exc.format(), file=sys.stderr)

@@ -251,13 +251,15 @@ def precompute(
     rules: Sequence[str] = (),
     workers: int | None = None,
     scheduler: str | None = None,
+    connect_timeout: float = 30.0,
     progress: bool | None = None,
 ) -> Report:
     """Fill ``db`` with every Spec of ``op`` up to ``bound`` (see the module docstring).
 
     ``workers`` sizes the local cluster (default: this machine's cores); ``scheduler`` names
-    a running Dask scheduler instead, whose workers must be able to read ``db`` (a shared
-    file system). ``progress``: a progress bar on stderr (None: when stderr is a terminal).
+    a running Dask scheduler instead (waited for ``connect_timeout`` seconds), whose
+    workers must be able to read ``db`` (a shared file system). ``progress``: a progress
+    bar on stderr (None: when stderr is a terminal).
     """
     from morello.db.sqlite import SqliteStore, open_table
 
@@ -273,7 +275,9 @@ def precompute(
             todo = [(shape, s) for shape, s in goals if table.get(s) is MISSING]
             stages = plan(todo, lattice)
             table.release()
-            counts = _run_stages(ctx, table, stages, db, tuple(rules), workers, scheduler, progress)
+            counts = _run_stages(
+                ctx, table, stages, db, tuple(rules), workers, scheduler, connect_timeout, progress
+            )
             table.flush()
             assert isinstance(table.store, SqliteStore)
             table.store.compact()
@@ -299,6 +303,7 @@ def _run_stages(
     rules: tuple[str, ...],
     workers: int | None,
     scheduler: str | None,
+    connect_timeout: float,
     progress: bool | None,
 ) -> tuple[int, int, int, int]:
     """Submit the stages in order; merge each finished task's boxes into ``table``."""
@@ -327,7 +332,7 @@ def _run_stages(
             client = stack.enter_context(distributed.Client(cluster))
         else:
             try:
-                client = stack.enter_context(distributed.Client(scheduler, timeout=30))
+                client = stack.enter_context(distributed.Client(scheduler, timeout=connect_timeout))
             except OSError as exc:
                 raise MemoTableError(
                     f"cannot reach the Dask scheduler at {scheduler} ({exc})"

@@ -158,3 +158,31 @@ def test_a_killed_precompute_leaves_a_table_that_answers_and_resumes(tmp_path: P
     assert report["already"] + report["solved_goals"] == report["goals"]
     final = _precompute(db, "--up-to", "6", "--workers", "1")
     assert final["already"] == final["goals"]
+
+
+def test_precompute_runs_on_an_existing_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import distributed
+
+    db = tmp_path / "memo.sqlite3"
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, dashboard_address=None, silence_logs=50
+    ) as cluster:
+        argv = ["precompute", "-t", "zen1", "--op", "matmul", "--up-to", "2", "--db", str(db)]
+        code = main([*argv, "--scheduler", cluster.scheduler_address, "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert report["workers"] == 1 and report["goals"] == report["solved_goals"] > 0
+
+
+def test_an_unreachable_scheduler_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    argv = ["precompute", "-t", "zen1", "--op", "matmul", "--up-to", "2", "--db", str(db)]
+    code = main([*argv, "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("morello: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert len(err.strip().splitlines()) == 1
