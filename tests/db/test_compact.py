@@ -195,3 +195,22 @@ def test_release_lets_go_of_a_functions_state_and_reads_it_again(
     again, stats = synthesize(spec, ctx, table)
     assert stats.specs_visited == 0 and again.cost == impl.cost
     table.close()
+
+
+def test_a_damaged_row_is_a_clear_error_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from morello.cli import main
+
+    spec = tmp_path / "mm.lark"
+    spec.write_text(SPEC.format(m=2, k=2, n=2), encoding="utf-8")
+    db = tmp_path / "memo.sqlite3"
+    assert main(["-t", "zen1", str(spec), "--db", str(db), "-o", str(tmp_path / "mm")]) == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE tables SET boxes = x'0badc0de'")
+    capsys.readouterr()
+    code = main(["-t", "zen1", str(spec), "--db", str(db), "-o", str(tmp_path / "mm")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"morello: error: memo table {db} is damaged (")
+    assert err.strip().endswith("to start fresh") and len(err.strip().splitlines()) == 1
