@@ -77,7 +77,7 @@ def size_lattice(ctx: SynthesisContext, bound: int) -> list[int]:
     sizes = {bound}
     for rule in ctx.ruleset.rules:
         policy = getattr(rule, "sizes", None)
-        if policy in ctx.size_policies:
+        if isinstance(policy, str) and policy in ctx.size_policies:
             sizes.update(ctx.size_policies[policy](bound + 1))
     return sorted(s for s in sizes if 1 <= s <= bound)
 
@@ -102,7 +102,7 @@ def root_goals(
     """Every root Spec of ``op`` within the bounds, with its shape (index sizes, in the op's
     index order)."""
     opdef = ctx.ruleset.ops[op]
-    nops = len(opdef.operands) if hasattr(opdef, "operands") else opdef.arity + 1
+    nops = len(opdef.operands)
     combos = [c for c in itertools.product(dtypes, repeat=nops) if ctx.ruleset.implementable(op, c)]
     if not combos:
         raise SpecError(
@@ -187,18 +187,17 @@ def solve_task(
     """Solve ``goals`` against the table at ``db`` (read only). Returns the boxes found (by
     table key), the Specs solved and their pickled size, goals solved, goals with no
     implementation."""
-    from morello.db.sqlite import SqliteStore, open_table
+    from morello.db.sqlite import open_table
     from morello.search.solve import synthesize
 
     ctx = _worker_context(target, rules, threads)
     # One read-only table per worker process and file, kept from task to task with the
-    # solutions it resolved; each task first merges in what the writer stored since.
+    # solutions it resolved; keys the writer stored since are read again on a miss.
     memo = _TABLES.get((db, id(ctx)))
     if memo is None:
         memo = _TABLES[(db, id(ctx))] = open_table(db, ctx, read_only=True)
     else:
-        assert isinstance(memo.store, SqliteStore)
-        memo.store.refresh(memo)
+        memo.refresh()
     solved_goals = unsat = 0
     for spec in goals:
         if memo.get(spec) is not MISSING:

@@ -324,18 +324,13 @@ class SqliteStore:
         for lo, hi, value in boxes:
             table.load(Box(lo, hi, value))
 
-    def refresh(self, memo: MemoTable) -> int:
-        """Forget the keys of ``memo``'s box tables that were stored since they were read,
-        so they are read again when next looked up (for a read-only table whose additions
-        were collected and handed to the writer); returns how many keys changed."""
+    def changed_keys(self, memo: MemoTable) -> list[Key]:
+        """The keys of ``memo``'s box tables that were stored since they were read."""
         try:
             revs = dict(self.conn.execute("SELECT id, rev FROM tables").fetchall())
         except sqlite3.DatabaseError as exc:
             raise self._damaged(exc) from None
-        changed = [k for k, t in memo.tables.items() if revs.get(self._row_id(k), 0) != t.rev]
-        for key in changed:
-            del memo.tables[key]  # read again when next looked up
-        return len(changed)
+        return [k for k, t in memo.tables.items() if revs.get(self._row_id(k), 0) != t.rev]
 
     def _intern(self, value: Value) -> int:
         if value is None:
@@ -367,7 +362,9 @@ class SqliteStore:
                 row = self.conn.execute(
                     "SELECT rev FROM tables WHERE id = ?", (self._row_id(key),)
                 ).fetchone()
-                got = (row[0], []) if row is not None and row[0] == table.rev else None
+                got: tuple[int, list[Any]] | None = None
+                if row is not None and row[0] == table.rev:
+                    got = (row[0], [])
                 if row is not None and got is None:
                     got = self._read_row(key)  # another process wrote it since we read it
                     assert got is not None

@@ -97,6 +97,9 @@ class Store(Protocol):
         """Write the box tables of ``keys`` in one transaction, merged with what other
         processes stored meanwhile; count ``solved`` Specs (``pickled`` bytes as a dict)."""
 
+    def changed_keys(self, memo: MemoTable) -> list[Key]:
+        """The keys of ``memo``'s box tables that were stored since they were read."""
+
     def close(self) -> None:
         """Release the store."""
 
@@ -122,6 +125,7 @@ class MemoTable:
         self.flush_every = flush_every
         self.puts = 0
         self._dirty: set[Key] = set()
+        self._stale: set[Key] = set()  # keys stored elsewhere since they were read (refresh)
         # Solutions this process found or resolved, with their actions, costs and peaks:
         # resolving a stored decision walks its subtree, so it is done once per process.
         self.solutions: dict[Spec, Solution | None] = {}
@@ -165,6 +169,10 @@ class MemoTable:
         """The stored decision of ``spec``, None if it has no implementation, or ``MISSING``."""
         key, point = spec_to_coords(spec, self.ctx)
         box = self.table(key).lookup(point)
+        if box is None and key in self._stale:
+            self._stale.discard(key)  # others stored more under this key: read it again
+            del self.tables[key]
+            box = self.table(key).lookup(point)
         if box is None:
             return MISSING
         if box.value is None:
@@ -216,6 +224,17 @@ class MemoTable:
             self._dirty.add(key)
         self._counted = (self._counted[0] + solved, self._counted[1] + pickled)
 
+    def refresh(self) -> int:
+        """Note the keys other processes stored since this table read them; each is read
+        again the first time a lookup misses in it (boxes stay true, so what is already in
+        memory is still used). For a read-only table whose additions were collected, which
+        the writer has stored. Returns how many keys changed."""
+        if self.store is None:
+            return 0
+        changed = self.store.changed_keys(self)
+        self._stale.update(changed)
+        return len(changed)
+
     def release(self) -> None:
         """Flush, then forget the solutions and box tables held in memory (the tables are
         read again when needed)."""
@@ -223,6 +242,7 @@ class MemoTable:
         self.solutions.clear()
         if self.store is not None and not self.read_only:
             self.tables.clear()
+            self._stale.clear()
 
     def close(self) -> None:
         """Flush and release the store."""

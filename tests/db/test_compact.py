@@ -214,3 +214,24 @@ def test_a_damaged_row_is_a_clear_error_naming_the_file(
     assert code == 2
     assert err.startswith(f"morello: error: memo table {db} is damaged (")
     assert err.strip().endswith("to start fresh") and len(err.strip().splitlines()) == 1
+
+
+def test_a_read_only_table_reads_a_changed_key_again_on_a_miss(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    a, b = _spec(ctx, 4, 4, 4), _spec(ctx, 4, 8, 4)  # one table key, other sizes
+    writer = open_table(db, ctx)
+    synthesize(a, ctx, writer)
+    writer.flush()
+    reader = open_table(db, ctx, read_only=True)
+    assert isinstance(reader.get(a), Decided) and reader.get(b) is MISSING
+    synthesize(b, ctx, writer)
+    writer.close()
+    assert reader.get(b) is MISSING  # not yet told
+    assert reader.refresh() >= 1
+    assert isinstance(reader.get(a), Decided)  # a hit: answered from memory
+    assert isinstance(reader.get(b), Decided)  # a miss in a changed key: read again
+    reader.flush()  # a read-only table writes nothing
+    assert reader.collect()[0] == {}
+    reader.close()
