@@ -101,15 +101,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bench_main(argv[1:])
     if argv and argv[0] == "precompute":
         return _precompute_main(argv[1:])
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # --help, --version and usage errors: argparse has printed
-        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
+    args = _parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
     try:
         return _run(args)
     except MorelloError as exc:
         print(exc.format(), file=sys.stderr)
         return int(exc.exit_code)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code of --help, --version or a usage error (which
+    argparse has printed)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -351,10 +359,9 @@ def _precompute_parser() -> argparse.ArgumentParser:
 
 
 def _precompute_main(argv: Sequence[str]) -> int:
-    try:
-        args = _precompute_parser().parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
+    args = _parse(_precompute_parser(), argv)
+    if isinstance(args, int):
+        return args
     if args.workers is not None and args.workers < 1:
         print("morello precompute: error: --workers must be 1 or more", file=sys.stderr)
         return ExitCode.USAGE_ERROR
@@ -419,10 +426,9 @@ def _bench_parser() -> argparse.ArgumentParser:
 
 
 def _bench_main(argv: Sequence[str]) -> int:
-    try:
-        args = _bench_parser().parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE_ERROR
+    args = _parse(_bench_parser(), argv)
+    if isinstance(args, int):
+        return args
     from morello.codegen.bench import bench, require_native  # NumPy, ctypes, peers: bench only
 
     try:

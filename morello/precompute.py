@@ -30,6 +30,7 @@ import contextlib
 import errno
 import fcntl
 import itertools
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -150,16 +151,9 @@ def plan(goals: list[tuple[tuple[int, ...], Spec]], lattice: list[int]) -> list[
     out = []
     for stage in sorted(stages):
         tasks = stages[stage]
-        tasks.sort(key=lambda t: (-_volume(t.shape), t.shape))
+        tasks.sort(key=lambda t: (-math.prod(t.shape), t.shape))
         out.append(tasks)
     return out
-
-
-def _volume(shape: tuple[int, ...]) -> int:
-    v = 1
-    for s in shape:
-        v *= s
-    return v
 
 
 # ---- the worker side -----------------------------------------------------------------------

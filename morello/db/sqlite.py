@@ -227,8 +227,7 @@ class SqliteStore:
         self._check_stamp(ctx.target.name)
         self._ns_id: int | None = None
         self._row_ids: dict[Key, int] = {}
-        self._ids: dict[str, int] = {}  # decision text -> id
-        self._ids_of_values: dict[Value, int] = {}  # decision -> id
+        self._ids: dict[Value, int] = {}  # decision -> id
         self._values: dict[int, Value] = {0: None}  # id -> decision (0: no implementation)
 
     def _check_stamp(self, target: str) -> None:
@@ -267,7 +266,6 @@ class SqliteStore:
                 self.conn.execute("ROLLBACK")
             # Ids handed out in the rolled-back transaction do not exist: forget them all.
             self._ids.clear()
-            self._ids_of_values.clear()
             self._values = {0: None}
             self._ns_id = None
             raise MemoTableError(f"{failure} ({exc}); {_hint(self.path)}") from None
@@ -291,8 +289,8 @@ class SqliteStore:
                 for i, text in self.conn.execute(
                     f"SELECT id, text FROM decisions WHERE id IN ({marks})", chunk
                 ):
-                    self._values[i] = value_from_text(text)
-                    self._ids[text] = i
+                    self._values[i] = value = value_from_text(text)
+                    self._ids[value] = i
             return row[0], [
                 (lo, hi, self._values[i]) for (lo, hi), i in zip(corners, ids, strict=True)
             ]
@@ -335,22 +333,18 @@ class SqliteStore:
     def _intern(self, value: Value) -> int:
         if value is None:
             return 0
-        got = self._ids_of_values.get(value)
-        if got is not None:
-            return got
-        text = value_text(value)
-        got = self._ids.get(text)
+        got = self._ids.get(value)
         if got is None:
             ns = self._namespace_id()
+            text = value_text(value)
             self.conn.execute(
                 "INSERT OR IGNORE INTO decisions (ns, text) VALUES (?, ?)", (ns, text)
             )
             got = self.conn.execute(
                 "SELECT id FROM decisions WHERE ns = ? AND text = ?", (ns, text)
             ).fetchone()[0]
-            self._ids[text] = got
+            self._ids[value] = got
             self._values[got] = value
-        self._ids_of_values[value] = got
         return got
 
     def save(self, memo: MemoTable, keys: list[Key], solved: int, pickled: int) -> None:
@@ -418,11 +412,7 @@ def file_stats(path: Path) -> dict[str, Any]:
             boxes += nboxes
             namespaces.add(ns)
             corners, _ = decode_boxes(blob)
-            for lo, hi in corners:
-                vol = 1
-                for a, b in zip(lo, hi, strict=True):
-                    vol *= b - a + 1
-                points += vol
+            points += sum(Box(lo, hi, None).volume() for lo, hi in corners)
         solved, pickled = conn.execute(
             "SELECT COALESCE(SUM(solved), 0), COALESCE(SUM(pickled), 0) FROM namespaces"
         ).fetchone()

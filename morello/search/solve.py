@@ -143,6 +143,10 @@ class _Walk:
             if sub is None:
                 return MISSING
             subs.append(sub)
+        return self._costed(spec, action, subs)
+
+    def _costed(self, spec: Spec, action: Action, subs: list[Solution | Stored]) -> Solution:
+        """``action`` at ``spec`` with its cost and peaks from its children's answers."""
         return Solution(
             action,
             action_cost(spec, action, [s.cost for s in subs], self.ctx),
@@ -164,11 +168,7 @@ class _Walk:
                     break
                 subs.append(sub)
             else:
-                sol = Solution(
-                    action,
-                    action_cost(spec, action, [s.cost for s in subs], self.ctx),
-                    action_peaks(spec, action, [s.peaks for s in subs], self.ctx),
-                )
+                sol = self._costed(spec, action, subs)
                 key = _order_key(sol, index)
                 if winner_key is None or key < winner_key:
                     winner, winner_key = sol, key
