@@ -62,12 +62,35 @@ def timed_loop(
 
 def measure(batch: Callable[[int], float], repeats: int, min_batch_s: float) -> Timing:
     """Time ``batch(iters)`` (seconds per call over ``iters`` calls) as the module says."""
+    iters = _batch_size(batch, min_batch_s)
+    samples = [batch(iters) for _ in range(repeats)]
+    return Timing(statistics.median(samples), min(samples), max(samples))
+
+
+def _batch_size(batch: Callable[[int], float], min_batch_s: float) -> int:
+    """After one warm-up call, the calls a batch needs to last ``min_batch_s``."""
     batch(1)
     iters = 1
     while True:
         t = batch(iters) * iters
         if t >= min_batch_s or iters >= 1 << 30:
-            break
+            return iters
         iters = max(iters * 2, int(iters * min_batch_s / max(t, 1e-9)))
-    samples = [batch(iters) for _ in range(repeats)]
-    return Timing(statistics.median(samples), min(samples), max(samples))
+
+
+def measure_interleaved(
+    batches: Sequence[Callable[[int], float]], repeats: int, min_batch_s: float
+) -> list[Timing]:
+    """``measure`` for several things at once, their batches taken in turn.
+
+    Each gets its own batch size (grown as ``measure`` grows it); then each of ``repeats``
+    rounds times one batch of every thing, so a change in the machine's speed during the
+    run (another process, the clock) falls on all of them alike instead of on the few timed
+    while it lasted.
+    """
+    sizes = [_batch_size(batch, min_batch_s) for batch in batches]
+    samples: list[list[float]] = [[] for _ in batches]
+    for _ in range(repeats):
+        for batch, iters, out in zip(batches, sizes, samples, strict=True):
+            out.append(batch(iters))
+    return [Timing(statistics.median(s), min(s), max(s)) for s in samples]

@@ -222,7 +222,7 @@ class _Walk:
 
 
 @contextlib.contextmanager
-def _deep_recursion() -> Iterator[None]:
+def deep_recursion() -> Iterator[None]:
     """Python's recursion limit raised for the walk, whose depth is the depth of the graph."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 20_000))
@@ -230,6 +230,12 @@ def _deep_recursion() -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(old)
+
+
+def answerer(ctx: SynthesisContext, memo: Memo | None = None) -> Callable[[Spec], Answer]:
+    """A function giving the best answer (cost and peaks) of any Spec, solving what ``memo``
+    lacks; its answers are shared between calls. Call it within ``deep_recursion``."""
+    return _Walk(ctx, memo).answer
 
 
 def synthesize(
@@ -249,7 +255,7 @@ def synthesize(
     """
     start = time.perf_counter()
     walk = _Walk(ctx, memo, progress)
-    with _deep_recursion():
+    with deep_recursion():
         if walk.answer(spec) is None:
             walk.record(None)
             limits = ", ".join(

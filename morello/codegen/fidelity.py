@@ -1,0 +1,239 @@
+"""How well the cost model ranks programs: cheap programs under the model, timed.
+
+``python -m morello fidelity`` takes a function's N cheapest programs from a pool
+(``cheapest_programs``: the exact cheapest predicted costs from ``morello.search.kbest``,
+plus random programs near the chosen one), keeping only programs at least 1% apart in
+predicted cost, compiles them into one library next to a timing loop for each, checks each
+against NumPy and times them all like ``bench`` does, their batches taken in turn
+(``measure_interleaved``). Then it compares the two orders: Kendall's tau and Spearman's rho
+between predicted cost and measured time, where the measured-fastest program sits in the
+predicted order, and how much faster it is than the chosen one (rank 0).
+
+Why not simply the N cheapest trees: on a 64^3 product the 1,000 cheapest trees all have
+the chosen one's cost (the loops that store a register tile nest many ways, and most print
+the same C), and the 60 cheapest distinct costs lie within 0.05% of it, far below what
+timing resolves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from morello.codegen.bench import require_native, timing_harness
+from morello.codegen.c import lower_function
+from morello.codegen.compile import compile_shared
+from morello.codegen.harness import aligned_empty, check, random_inputs, to_buffer
+from morello.codegen.header import lower_to_c
+from morello.codegen.timing import PRELUDE, Timing, measure_interleaved
+from morello.context import SynthesisContext
+from morello.errors import MorelloError
+from morello.impl import Impl
+from morello.lang.spec_file import Program
+from morello.search.kbest import KBest
+from morello.search.solve import Memo
+
+
+def cheapest_programs(
+    program: Program,
+    ctx: SynthesisContext,
+    memo: Memo | None,
+    top: int,
+    spacing: float = 0.01,
+    samples: int = 0,
+    seed: int = 0,
+) -> list[Impl]:
+    """The ``top`` cheapest programs of a pool, at least ``spacing`` apart in predicted cost,
+    cheapest (the chosen one) first.
+
+    The pool: the ``top`` cheapest predicted costs (``KBest`` with ``distinct_costs``: the
+    exact nearest rivals of the chosen program, though often within a fraction of a percent
+    of it) and ``samples`` (default ``40 * top``) random programs near the chosen one
+    (``KBest.sample``, about two random decisions per program), programs with the same C
+    counted once. A program joins the list only if it is predicted at least ``spacing``
+    (relative) dearer than the one before it: rivals closer than that differ by less than
+    timing noise, and a rank correlation over them would measure only the noise.
+    """
+    kbest = KBest(ctx, memo, distinct_costs=True)
+    pool: dict[str, Impl] = {}
+
+    def add(impl: Impl) -> None:
+        pool.setdefault(lower_function(impl, program, ctx)[0], impl)
+
+    for impl in kbest.impls(program.spec, top):
+        add(impl)
+    chosen = next(iter(pool.values()))
+    rng = random.Random(seed)
+    deviate = min(1.0, 2 / len(chosen.walk()))
+    for _ in range(samples or 40 * top):
+        add(kbest.sample(program.spec, rng, deviate))
+    ordered = sorted(pool.values(), key=lambda impl: impl.cost)  # stable: chosen first
+    kept = [ordered[0]]
+    for impl in ordered[1:]:
+        if len(kept) >= top:
+            break
+        if impl.cost >= kept[-1].cost * (1 + spacing):
+            kept.append(impl)
+    return kept
+
+
+def time_impls(
+    program: Program,
+    impls: Sequence[Impl],
+    ctx: SynthesisContext,
+    repeats: int = 5,
+    min_batch_s: float = 0.02,
+    workdir: Path | None = None,
+) -> list[Timing]:
+    """Seconds per call of each Impl of ``program``, after checking each against NumPy.
+
+    All are compiled into one library (function ``<name>_r<i>`` for the ``i``-th) and timed
+    on the same buffers, in turn.
+
+    Raises:
+        CheckFailed: an Impl computes a wrong answer.
+        MorelloError: the target's code does not run natively here.
+    """
+    require_native(ctx.target)
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="morello-fidelity-"))
+    variants = [attrs.evolve(program, name=f"{program.name}_r{i}") for i in range(len(impls))]
+    source = lower_to_c("fidelity", list(zip(variants, impls, strict=True)), ctx)
+    harness = "".join(timing_harness(v, ctx) for v in variants)
+    lib_path = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, workdir)
+    for v in variants:
+        check(lib_path, v, ctx)
+    lib = ctypes.CDLL(str(lib_path))
+    inputs = random_inputs(program, ctx)
+    bufs = [to_buffer(inputs[n], ts, ctx) for n, ts in program.params]
+    _, rts = program.result
+    out = aligned_empty(rts.volume, ctx.dtype(rts.dtype).np_dtype())
+    out[:] = 0
+    ptrs = [b.ctypes.data_as(ctypes.c_void_p) for b in (*bufs, out)]
+
+    def batcher(name: str) -> Any:
+        fn = getattr(lib, f"{name}_time")
+        fn.restype = ctypes.c_double
+        return lambda iters: float(fn(*ptrs, ctypes.c_long(iters))) / iters
+
+    return measure_interleaved([batcher(v.name) for v in variants], repeats, min_batch_s)
+
+
+def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:
+    """How well ``costs`` (predicted, in the model's order: the first is the chosen program)
+    order ``seconds`` (measured).
+
+    Keys: ``kendall_tau`` and ``spearman_rho`` (None with fewer than 2 programs or when
+    either side is constant), ``fastest_rank`` (the measured-fastest program's position in
+    the predicted order, 0 = the chosen one) and ``chosen_over_fastest`` (the chosen
+    program's time over the fastest's: 1.0 when the model chose the fastest).
+    """
+    from scipy.stats import kendalltau, spearmanr  # SciPy: the `fit` extra
+
+    fastest = min(range(len(seconds)), key=lambda i: seconds[i])
+    tau = rho = None
+    if len(costs) >= 2 and len(set(costs)) > 1 and len(set(seconds)) > 1:
+        tau = float(kendalltau(costs, seconds).statistic)
+        rho = float(spearmanr(costs, seconds).statistic)
+    return {
+        "kendall_tau": tau,
+        "spearman_rho": rho,
+        "fastest_rank": fastest,
+        "chosen_over_fastest": seconds[0] / seconds[fastest],
+    }
+
+
+def fidelity(
+    program: Program,
+    ctx: SynthesisContext,
+    memo: Memo | None,
+    top: int = 50,
+    repeats: int = 5,
+    min_batch_s: float = 0.02,
+    spacing: float = 0.01,
+) -> dict[str, Any]:
+    """The fidelity report of one function: its ``top`` cheapest programs, timed, and how
+    the model's order agrees with the measured one (``rank_agreement``'s keys, plus
+    ``programs``: rank, cost, seconds and spread for each, and ``flops``).
+
+    Raises:
+        MorelloError: SciPy is missing, or the code does not run natively here.
+        CheckFailed: a program computes a wrong answer.
+    """
+    try:
+        import scipy.stats  # noqa: F401
+    except ImportError:
+        raise MorelloError(
+            "fidelity needs SciPy for its rank statistics: pip install 'morello[fit]'"
+        ) from None
+    require_native(ctx.target)
+    impls = cheapest_programs(program, ctx, memo, top, spacing)
+    timings = time_impls(program, impls, ctx, repeats, min_batch_s)
+    opdef = ctx.ruleset.ops.get(program.spec.op)
+    flops = None
+    if opdef is not None:
+        sizes = opdef.sizes([t.shape for t in program.spec.operands])
+        flops = opdef.flops(sizes) if isinstance(sizes, dict) else None
+    report = rank_agreement([i.cost for i in impls], [t.median for t in timings])
+    report.update(
+        function=program.name,
+        target=ctx.target.name,
+        top=top,
+        spacing=spacing,
+        flops=flops,
+        programs=[
+            {
+                "rank": n,
+                "cost": impl.cost,
+                "seconds": t.median,
+                "seconds_low": t.low,
+                "seconds_high": t.high,
+                "gflops": flops / t.median / 1e9 if flops else None,
+            }
+            for n, (impl, t) in enumerate(zip(impls, timings, strict=True))
+        ],
+    )
+    return report
+
+
+def plot(reports: Sequence[dict[str, Any]], path: Path, title: str) -> None:
+    """Predicted cost against measured time, one panel per function (matplotlib).
+
+    Raises:
+        MorelloError: matplotlib is missing.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MorelloError("--plot needs matplotlib: pip install 'morello[plot]'") from None
+    n = len(reports)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 4), squeeze=False)
+    for ax, rep in zip(axes[0], reports, strict=True):
+        progs = rep["programs"]
+        xs = [p["cost"] for p in progs]
+        ys = [p["seconds"] * 1e6 for p in progs]
+        ax.scatter(xs[1:], ys[1:], s=14, color="tab:blue", label="others")
+        ax.scatter(xs[:1], ys[:1], s=40, color="tab:red", marker="*", label="chosen")
+        f = rep["fastest_rank"]
+        ax.scatter([xs[f]], [ys[f]], s=60, facecolors="none", edgecolors="k", label="fastest")
+        tau = rep["kendall_tau"]
+        ax.set_title(
+            f"{rep['function']}: tau {tau:.2f}" if tau is not None else rep["function"],
+            fontsize=9,
+        )
+        ax.set_xlabel("predicted cost")
+        ax.set_ylabel("measured µs per call")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,107 @@
+"""``morello fidelity``: the programs it picks, its rank statistics and its command line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from morello.cli import main
+from morello.codegen.fidelity import cheapest_programs, rank_agreement
+from morello.context import SynthesisContext
+from morello.errors import ExitCode
+from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.search.exhaustive import impl_problems
+from morello.search.solve import synthesize
+
+
+def _program(ctx: SynthesisContext, m: int, k: int, n: int) -> Program:
+    text = f"func f(a: f32[{m}, {k}], b: f32[{k}, {n}]) -> c: f32[{m}, {n}] {{\n"
+    text += "    c = matmul(a, b)\n}\n"
+    (func,) = parse_spec_file("f.lark", text).funcs
+    return build_program(func, ctx)
+
+
+def test_rank_agreement_of_equal_and_reversed_orders() -> None:
+    same = rank_agreement([1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0])
+    assert same["kendall_tau"] == pytest.approx(1.0)
+    assert same["spearman_rho"] == pytest.approx(1.0)
+    assert same["fastest_rank"] == 0
+    assert same["chosen_over_fastest"] == 1.0
+    rev = rank_agreement([1, 2, 3, 4], [4.0, 3.0, 2.0, 1.0])
+    assert rev["kendall_tau"] == pytest.approx(-1.0)
+    assert rev["fastest_rank"] == 3
+    assert rev["chosen_over_fastest"] == 4.0
+    assert rank_agreement([5], [1.0])["kendall_tau"] is None
+
+
+def test_cheapest_programs_start_at_the_chosen_one_and_are_spaced(
+    ctx: SynthesisContext,
+) -> None:
+    program = _program(ctx, 16, 16, 16)
+    memo: dict = {}
+    best, _ = synthesize(program.spec, ctx, memo)
+    got = cheapest_programs(program, ctx, memo, top=12, spacing=0.02, samples=300)
+    assert got[0].cost == best.cost
+    assert 2 <= len(got) <= 12
+    for a, b in itertools.pairwise(got):
+        assert b.cost >= a.cost * 1.02
+    for impl in got:
+        assert impl_problems(impl, ctx) == []
+
+
+def test_cheapest_programs_are_reproducible(ctx: SynthesisContext) -> None:
+    program = _program(ctx, 8, 8, 16)
+    one = cheapest_programs(program, ctx, {}, top=6, samples=100)
+    two = cheapest_programs(program, ctx, {}, top=6, samples=100)
+    assert [i.cost for i in one] == [i.cost for i in two]
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+def test_cli_fidelity_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    spec = tmp_path / "mm.lark"
+    spec.write_text(
+        "func f(a: f32[16, 16], b: f32[16, 16]) -> c: f32[16, 16] {\n    c = matmul(a, b)\n}\n"
+    )
+    code = main(
+        ["fidelity", "-t", target_name, "--no-db", "--top", "4", "--repeats", "2",
+         "--min-batch", "0.001", "--json", str(spec)]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, err
+    rep = json.loads(out)
+    assert rep["spec"] == f"{spec}:f"
+    progs = rep["programs"]
+    assert 2 <= len(progs) <= 4
+    assert [p["rank"] for p in progs] == list(range(len(progs)))
+    assert all(p["seconds"] > 0 for p in progs)
+    assert 0 <= rep["fastest_rank"] < len(progs)
+    assert rep["chosen_over_fastest"] >= 1.0
+    assert rep["kendall_tau"] is None or -1.0 <= rep["kendall_tau"] <= 1.0
+
+
+def test_cli_fidelity_rejects_bad_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["fidelity", "--top", "0", str(tmp_path / "x.lark")])
+    _, err = capsys.readouterr()
+    assert code == ExitCode.USAGE_ERROR
+    assert err.strip() == (
+        "morello fidelity: error: --top and --repeats must be 1 or more, --spacing 0 or more"
+    )
+
+
+def test_cli_fidelity_missing_spec_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    code = main(["fidelity", "-t", target_name, str(tmp_path / "nope.lark")])
+    _, err = capsys.readouterr()
+    assert code != ExitCode.OK
+    assert len(err.strip().splitlines()) == 1
+    assert "nope.lark" in err
+    assert "Traceback" not in err
