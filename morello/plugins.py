@@ -14,7 +14,7 @@ from types import ModuleType
 import attrs
 import pluggy
 
-from morello import hookspecs
+from morello import calibration, hookspecs
 from morello.errors import TargetError
 from morello.rules import schemas as builtin_schemas
 from morello.rules.schemas import Schema, SizePolicy
@@ -22,6 +22,8 @@ from morello.target import CostCoefficients, Target
 
 #: The plugin name of the built-in schemas and size policies.
 BUILTIN_PLUGIN = "morello.builtin"
+#: The plugin name of the built-in calibration plugin (``morello.calibration``).
+CALIBRATION_PLUGIN = "morello.calibration"
 
 
 @attrs.frozen
@@ -61,6 +63,10 @@ class Plugins:
         self.pm.register(builtin_schemas, name=BUILTIN_PLUGIN)
         for name in block:
             self.pm.set_blocked(name)
+        # This machine's calibrated coefficients (a file, if any) override the targets'
+        # defaults through a tryfirst hook; registered after the block list so that
+        # ``block=["morello.calibration"]`` turns it off.
+        self.pm.register(calibration, name=CALIBRATION_PLUGIN)
         try:
             if entry_points:
                 self.pm.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)

@@ -48,17 +48,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Point the default memo table (and anything else cached) away from the user's files.
+    """Point the default memo table (and anything else cached), and the configuration folder
+    (a calibration of this machine, which would change costs), away from the user's files.
 
     Set in the environment, so subprocesses started by tests inherit it.
     """
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    folders = {"XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "config"}
+    old = {var: os.environ.get(var) for var in folders}
+    for var, name in folders.items():
+        os.environ[var] = str(tmp_path_factory.mktemp(name))
     yield
-    if old is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
+    for var, value in old.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
 
 
 @pytest.fixture(scope="session")

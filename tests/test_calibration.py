@@ -1,0 +1,396 @@
+"""Calibration: the file of fitted coefficients, the plugin that serves it, features and the fit.
+
+* ``save``/``load`` round-trip the coefficients through a JSON file per machine and target;
+  a damaged file is a one-line ``TargetError`` naming it; ``MORELLO_CALIBRATION=off`` and a
+  missing file give None, and the plugin then leaves the target's defaults.
+* ``tree_cost`` recosts an Impl as the search did; ``features`` are the cost's slopes in the
+  parameters, and the model is homogeneous: values times features add up to the cost.
+* ``fit`` recovers known coefficients from synthetic times and clamps negative ones to 0.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import attrs
+import pytest
+import toy_target
+
+from morello import calibration
+from morello.context import SynthesisContext
+from morello.db.sqlite import fingerprint
+from morello.errors import TargetError
+from morello.impl import Impl
+from morello.lang.spec_file import build_program, parse_spec_file
+from morello.plugins import Plugins
+from morello.search.solve import synthesize
+from morello.target import CostCoefficients
+
+COEFFS = CostCoefficients(
+    level_hit={"DRAM": 8000, "SRAM": 700, "REG": 0},
+    named={"mac": 400, "scalar_op": 300, "spare": 0},
+    stream_hit={"DRAM": (8000, 6000, 5000)},
+    stream_lines=16,
+    chain_latency={"REG": 1200},
+    stream_restart={"DRAM": 90_000},
+    fork_join=2_000_000,
+)
+
+
+@pytest.fixture
+def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private ``XDG_CONFIG_HOME`` with calibration on."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv(calibration.ENV_VAR, raising=False)
+    return tmp_path
+
+
+# --- Paths ------------------------------------------------------------------------------------
+
+
+def test_config_dir_follows_xdg_or_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert calibration.config_dir() == tmp_path / "morello"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert calibration.config_dir() == tmp_path / "home" / ".config" / "morello"
+
+
+@pytest.mark.parametrize(
+    ("model", "slug"),
+    [
+        ("Intel(R) Xeon(R) Platinum 8480+", "intel-xeon-platinum-8480"),
+        ("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", "intel-core-i7-8700"),
+        ("AMD Ryzen 7 1700 Eight-Core Processor", "amd-ryzen-7-1700-eight-core"),
+        ("???", "unknown-cpu"),
+    ],
+)
+def test_machine_name_is_host_and_cpu_slug(
+    monkeypatch: pytest.MonkeyPatch, model: str, slug: str
+) -> None:
+    monkeypatch.setattr(calibration, "_host_name", lambda: "MyHost.example.com")
+    monkeypatch.setattr(calibration, "cpu_model", lambda: model)
+    assert calibration.machine_name() == f"myhost-{slug}"
+
+
+def test_machine_name_of_this_machine_is_filesystem_safe() -> None:
+    name = calibration.machine_name()
+    assert name and all(c.isalnum() or c == "-" for c in name)
+    assert name == calibration.machine_name()
+
+
+def test_calibration_path(config_home: Path) -> None:
+    path = calibration.calibration_path("toy")
+    assert path == config_home / "morello" / "calibration" / calibration.machine_name() / "toy.json"
+
+
+# --- The file ---------------------------------------------------------------------------------
+
+
+def test_save_load_round_trip(config_home: Path) -> None:
+    assert calibration.load("toy") is None
+    path = calibration.save("toy", COEFFS, {"median_rel_error": 0.05})
+    assert path == calibration.calibration_path("toy")
+    assert calibration.load("toy") == COEFFS
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["format"] == 1
+    assert doc["target"] == "toy"
+    assert doc["machine"] == calibration.machine_name()
+    assert doc["cpu"] == calibration.cpu_model()
+    assert doc["units"] == "ps"
+    assert doc["created"]
+    assert doc["info"] == {"median_rel_error": 0.05}
+    assert doc["coefficients"]["stream_hit"] == {"DRAM": [8000, 6000, 5000]}
+    assert doc["coefficients"]["fork_join"] == 2_000_000
+    assert [p.name for p in path.parent.iterdir()] == ["toy.json"]  # no temporary file left
+
+
+def _write(path: Path, doc: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+
+
+def _saved_doc() -> dict:  # type: ignore[type-arg]
+    path = calibration.save("toy", COEFFS, {})
+    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda d: "{ not json", "Expecting property name"),
+        (lambda d: [1, 2], "not a JSON object"),
+        (lambda d: {**d, "format": 2}, "format 2, expected 1"),
+        (lambda d: {**d, "target": "other"}, "made for target 'other'"),
+        (lambda d: {**d, "coefficients": {**d["coefficients"], "bogus": 1}}, "bogus"),
+        (
+            lambda d: {**d, "coefficients": {**d["coefficients"], "level_hit": {"DRAM": 1.5}}},
+            r"level_hit.DRAM is 1.5",
+        ),
+        (lambda d: {**d, "coefficients": {"named": {}}}, "missing coefficient field"),
+    ],
+)
+def test_damaged_file_is_a_one_line_error_naming_it(
+    config_home: Path, change: object, reason: str
+) -> None:
+    doc = _saved_doc()
+    path = calibration.calibration_path("toy")
+    _write(path, change(doc))  # type: ignore[operator]
+    with pytest.raises(TargetError, match=reason) as info:
+        calibration.load("toy")
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(path) in message
+    assert "python -m morello calibrate --target toy" in message
+    assert "delete the file" in message
+
+
+def test_calibration_off_ignores_the_file(
+    config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calibration.save("toy", COEFFS, {})
+    monkeypatch.setenv(calibration.ENV_VAR, "off")
+    assert calibration.load("toy") is None
+    _write(calibration.calibration_path("toy"), "damaged")
+    assert calibration.load("toy") is None  # not even read
+
+
+# --- The plugin -------------------------------------------------------------------------------
+
+
+def test_plugin_serves_the_saved_coefficients(config_home: Path) -> None:
+    plugins = Plugins(modules=[toy_target], entry_points=False)
+    defaults = plugins.cost_coefficients(toy_target.TOY)
+    assert defaults.level_hit == {"DRAM": 10, "REG": 0, "SRAM": 1}
+    calibration.save("toy", COEFFS, {})
+    assert plugins.cost_coefficients(toy_target.TOY) == COEFFS
+    blocked = Plugins(modules=[toy_target], entry_points=False, block=["morello.calibration"])
+    assert blocked.cost_coefficients(toy_target.TOY) == defaults
+
+
+def test_plugin_passes_on_other_targets_files(config_home: Path) -> None:
+    calibration.save("other", COEFFS, {})
+    plugins = Plugins(modules=[toy_target], entry_points=False)
+    assert plugins.cost_coefficients(toy_target.TOY).named == {"mac": 1, "scalar_op": 1}
+
+
+def test_memo_namespace_changes_with_coefficients(ctx: SynthesisContext) -> None:
+    other = attrs.evolve(ctx, coefficients=attrs.evolve(ctx.coefficients, fork_join=12345))
+    assert fingerprint(other) != fingerprint(ctx)
+    assert fingerprint(attrs.evolve(ctx)) == fingerprint(ctx)
+
+
+# --- Parameters -------------------------------------------------------------------------------
+
+
+def test_parameters_are_the_nonzero_entries_and_stream_scales() -> None:
+    assert calibration.parameters(COEFFS) == [
+        "level_hit.DRAM",
+        "level_hit.SRAM",
+        "named.mac",
+        "named.scalar_op",
+        "chain_latency.REG",
+        "stream_restart.DRAM",
+        "stream_hit.DRAM",
+    ]
+    assert calibration.get_param(COEFFS, "stream_hit.DRAM") == 8000.0
+    assert calibration.get_param(COEFFS, "named.mac") == 400.0
+    with pytest.raises(KeyError):
+        calibration.get_param(COEFFS, "fork_join")
+
+
+def test_with_params_rounds_scales_and_keeps_levels_defined() -> None:
+    new = calibration.with_params(
+        COEFFS,
+        {
+            "stream_hit.DRAM": 4000.4,
+            "named.mac": 0.3,
+            "named.scalar_op": 0.0,
+            "level_hit.SRAM": 0.0,
+            "chain_latency.REG": 2.6,
+        },
+    )
+    assert new.stream_hit == {"DRAM": (4000, 3000, 2500)}
+    assert new.named == {"mac": 1, "scalar_op": 0, "spare": 0}
+    assert new.level_hit == {"DRAM": 8000, "REG": 0, "SRAM": 1}
+    assert new.chain_latency == {"REG": 3}
+    assert (new.fork_join, new.stream_lines, new.stream_restart) == (
+        COEFFS.fork_join,
+        COEFFS.stream_lines,
+        COEFFS.stream_restart,
+    )
+    tiny = calibration.with_params(COEFFS, {"stream_hit.DRAM": 0.0})
+    assert tiny.stream_hit == {"DRAM": (1, 1, 1)}
+    with pytest.raises(KeyError):
+        calibration.with_params(COEFFS, {"named.nope": 1.0})
+
+
+# --- Costs and features -----------------------------------------------------------------------
+
+_PROGRAMS = {
+    "matmul_4": "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4, 4] {\n    c = matmul(a, b)\n}\n",
+    "matmul_3x5x7": (
+        "func f(a: f32[3, 5], b: f32[5, 7]) -> c: f32[3, 7] {\n    c = matmul(a, b)\n}\n"
+    ),
+    "matmul_16x32x8": (
+        "func f(a: f32[16, 32], b: f32[32, 8]) -> c: f32[16, 8] {\n    c = matmul(a, b)\n}\n"
+    ),
+    "matvec_1x256x128": (
+        "func f(x: f32[1, 256], w: f32[256, 128]) -> y: f32[1, 128] {\n    y = matmul(x, w)\n}\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def impls(ctx: SynthesisContext) -> dict[str, Impl]:
+    out = {}
+    for name, text in _PROGRAMS.items():
+        (func,) = parse_spec_file(f"{name}.lark", text).funcs
+        out[name], _ = synthesize(build_program(func, ctx).spec, ctx, {})
+    return out
+
+
+def test_tree_cost_is_the_search_cost(ctx: SynthesisContext, impls: dict[str, Impl]) -> None:
+    for impl in impls.values():
+        assert calibration.tree_cost(impl, ctx) == impl.cost
+    coeffs = ctx.coefficients
+    raised = {n: calibration.get_param(coeffs, n) + 1000 for n in calibration.parameters(coeffs)}
+    dearer = attrs.evolve(ctx, coefficients=calibration.with_params(coeffs, raised))
+    assert all(calibration.tree_cost(i, dearer) > i.cost for i in impls.values())
+
+
+@pytest.mark.parametrize("name", sorted(_PROGRAMS))
+def test_features_times_values_add_up_to_the_cost(
+    ctx: SynthesisContext, impls: dict[str, Impl], name: str
+) -> None:
+    impl = impls[name]
+    names = calibration.parameters(ctx.coefficients)
+    feats = calibration.features(impl, ctx, names)
+    assert len(feats) == len(names)
+    assert all(f >= 0 for f in feats)
+    assert any(f > 0 for f in feats)
+    values = [calibration.get_param(ctx.coefficients, n) for n in names]
+    total = sum(v * f for v, f in zip(values, feats, strict=True))
+    assert total == pytest.approx(impl.cost, rel=0.01)
+
+
+# --- The fit ----------------------------------------------------------------------------------
+
+_BASE = CostCoefficients(
+    level_hit={"GL": 20, "L1": 2, "RF": 0},
+    named={"fma": 1, "op": 3},
+    stream_hit={"GL": (20, 15)},
+    chain_latency={"RF": 4},
+    fork_join=6000,
+)
+_TRUE = {
+    "level_hit.GL": 8000.0,
+    "level_hit.L1": 700.0,
+    "named.fma": 400.0,
+    "named.op": 1300.0,
+    "chain_latency.RF": 1500.0,
+    "stream_hit.GL": 6000.0,
+}
+
+
+def _synthetic(
+    names: list[str], true: dict[str, float], programs: int, noise: float, seed: int = 1
+) -> tuple[list[list[float]], list[float]]:
+    rng = random.Random(seed)
+    rows = [
+        [rng.uniform(0, 1000) * rng.choice((0, 1, 1, 1)) * 10 ** rng.randint(0, 3) for _ in names]
+        for _ in range(programs)
+    ]
+    rows = [row for row in rows if any(row)]
+    times = [
+        sum(true[n] * f for n, f in zip(names, row, strict=True))
+        * 1e-12
+        * (1 + rng.gauss(0, noise))
+        for row in rows
+    ]
+    return rows, times
+
+
+def test_fit_recovers_known_coefficients() -> None:
+    names = calibration.parameters(_BASE)
+    assert sorted(names) == sorted(_TRUE)
+    rows, times = _synthetic(names, _TRUE, 200, 0.01)
+    coeffs, stats = calibration.fit(rows, times, names, _BASE)
+    for name, value in _TRUE.items():
+        assert calibration.get_param(coeffs, name) == pytest.approx(value, rel=0.03), name
+        assert stats["params"][name] == pytest.approx(value, rel=0.03), name
+    assert coeffs.stream_hit["GL"][1] == pytest.approx(6000 * 15 / 20, rel=0.03)
+    assert coeffs.level_hit["RF"] == 0  # not a parameter: stays free
+    assert stats["programs"] == len(rows)
+    assert stats["median_rel_error"] < 0.02
+    assert stats["max_rel_error"] < 0.1
+    # fork_join converted by the fma clock: 400 ps per cycle.
+    assert stats["clock_ratio"] == pytest.approx(400, rel=0.03)
+    assert coeffs.fork_join == pytest.approx(6000 * 400, rel=0.03)
+
+
+def test_fit_clock_falls_back_to_the_median_ratio() -> None:
+    names = ["level_hit.GL", "named.op"]
+    rows, times = _synthetic(names, {"level_hit.GL": 8000.0, "named.op": 1200.0}, 50, 0.0)
+    coeffs, stats = calibration.fit(rows, times, names, _BASE)
+    # Ratios 400 (GL: 8000 / 20) and 400 (op: 1200 / 3).
+    assert stats["clock_ratio"] == pytest.approx(400, rel=1e-6)
+    assert coeffs.fork_join == 2_400_000
+    assert coeffs.named["fma"] == 1  # not fitted: kept as it was
+
+
+def test_fit_clamps_a_negative_solution_to_zero() -> None:
+    names = ["named.fma", "named.op"]
+    rng = random.Random(2)
+    rows = [[rng.uniform(100, 1000), rng.uniform(0, 50)] for _ in range(40)]
+    # Time falls as the second feature grows: least squares would make it negative.
+    times = [(500 * a - 300 * b) * 1e-12 for a, b in rows]
+    coeffs, stats = calibration.fit(rows, times, names, _BASE)
+    assert stats["params"]["named.op"] == 0.0
+    assert coeffs.named["op"] == 0
+    assert coeffs.named["fma"] > 0
+
+
+def test_fit_keeps_a_fitted_zero_level_hit_at_one() -> None:
+    names = ["level_hit.L1", "named.fma"]
+    rows = [[float(i), float(100 - i)] for i in range(1, 40)]
+    times = [f * 400e-12 for _, f in rows]
+    coeffs, stats = calibration.fit(rows, times, names, _BASE)
+    assert stats["params"]["level_hit.L1"] == pytest.approx(0.0, abs=1e-6)
+    assert coeffs.level_hit["L1"] == 1
+
+
+def test_fit_scales_a_parameter_no_program_pays() -> None:
+    names = ["named.fma", "named.op"]
+    rows = [[float(i), 0.0] for i in range(1, 20)]
+    times = [f * 400e-12 for f, _ in rows]
+    coeffs, stats = calibration.fit(rows, times, names, _BASE)
+    assert coeffs.named == {"fma": 400, "op": 1200}
+    assert stats["max_rel_error"] < 1e-9
+
+
+def test_fit_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="no programs"):
+        calibration.fit([], [], ["named.fma"], _BASE)
+    with pytest.raises(ValueError, match="positive"):
+        calibration.fit([[1.0]], [0.0], ["named.fma"], _BASE)
+    with pytest.raises(ValueError, match="entries"):
+        calibration.fit([[1.0, 2.0]], [1.0], ["named.fma"], _BASE)
+
+
+def test_fit_stats_without_fitting() -> None:
+    names = calibration.parameters(_BASE)
+    true = calibration.with_params(_BASE, _TRUE)
+    rows, times = _synthetic(names, _TRUE, 30, 0.0)
+    exact = calibration.fit_stats(rows, times, names, true, 1e-12)
+    assert exact["median_rel_error"] < 1e-3
+    assert exact["programs"] == len(rows)
+    doubled = calibration.fit_stats(rows, [2 * t for t in times], names, true, 1e-12)
+    assert doubled["median_rel_error"] == pytest.approx(0.5, rel=1e-2)
+    # Coefficients of no known unit are judged after their best scale: the defaults are
+    # off by their ratios only, and the scale is the seconds per unit.
+    scaled = calibration.fit_stats(rows, times, names, true)
+    assert scaled["unit_s"] == pytest.approx(1e-12, rel=1e-3)
+    assert scaled["median_rel_error"] < 1e-3
