@@ -125,7 +125,7 @@ def calibration_path(target_name: str) -> Path:
     return config_dir() / "calibration" / machine_name() / f"{stem}.json"
 
 
-def _coefficients_json(coeffs: CostCoefficients) -> dict[str, Any]:
+def coefficients_json(coeffs: CostCoefficients) -> dict[str, Any]:
     """Every field of ``coeffs`` as JSON values (tuples as lists)."""
     out: dict[str, Any] = {}
     for field in attrs.fields(CostCoefficients):
@@ -163,7 +163,7 @@ def save(
         "cpu": cpu_model(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "units": units,
-        "coefficients": _coefficients_json(coeffs),
+        "coefficients": coefficients_json(coeffs),
         "info": dict(info),
     }
     path.parent.mkdir(parents=True, exist_ok=True)

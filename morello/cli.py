@@ -24,7 +24,7 @@ from morello.db.sqlite import default_db_path, file_stats, open_table
 from morello.errors import ExitCode, MorelloError, TargetError
 from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
-from morello.plugins import Plugins
+from morello.plugins import CALIBRATION_PLUGIN, Plugins
 from morello.search.solve import SearchStats, synthesize
 
 EPILOG = """\
@@ -40,6 +40,7 @@ examples (TARGET is a name that --list-targets prints):
   python -m morello db stats --target TARGET                          inspect the memo table
   python -m morello precompute --target TARGET --op matmul --up-to 32 fill it on Dask
   python -m morello fidelity --target TARGET examples/matmul_64.lark  time the 50 cheapest
+  python -m morello calibrate --target TARGET                         fit the cost model here
 """
 
 
@@ -104,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _precompute_main(argv[1:])
     if argv and argv[0] == "fidelity":
         return _fidelity_main(argv[1:])
+    if argv and argv[0] == "calibrate":
+        return _calibrate_main(argv[1:])
     args = _parse(_parser(), argv)
     if isinstance(args, int):
         return args
@@ -585,6 +588,139 @@ def _fidelity_text(r: dict[str, Any]) -> str:
         mark = "  <- fastest" if p["rank"] == f else ""
         lines.append(f"  {p['rank']:4d} {p['cost']:11d} {p['seconds'] * 1e6:12.2f}{g}{mark}")
     return "\n".join(lines)
+
+
+CALIBRATE_DESCRIPTION = """\
+Fit the target's cost coefficients to this machine. Small whole programs built from the
+target's own kernels and moves (matrix products of several shapes and layouts, vector-matrix
+products that stream their weights, elementwise ops, a softmax) are synthesized, each with
+its cheapest rivals under the model, then compiled, checked against NumPy and timed, in
+--rounds rounds (the median is kept). A program's cost is linear in the coefficients, so
+they are fitted by non-negative least squares on relative error (SciPy: pip install
+'morello[fit]'), in picoseconds.
+
+The result goes to a per-machine file in the user's config folder
+($XDG_CONFIG_HOME/morello/calibration/<machine>/<target>.json), which then replaces the
+target's default coefficients for every command on this machine (MORELLO_CALIBRATION=off
+ignores it; delete the file to go back). The memo table keys its answers by the
+coefficients, so answers found under other coefficients are not mixed in. --show prints the
+coefficients in use and where they come from, and measures nothing.
+"""
+
+
+def _calibrate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="morello calibrate",
+        description=CALIBRATE_DESCRIPTION,
+        epilog="examples:\n  python -m morello calibrate --target TARGET\n"
+        "  python -m morello calibrate --target TARGET --show",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--target", "-t", help="target to calibrate (see --list-targets)")
+    p.add_argument("--show", action="store_true", help="print the coefficients in use and exit")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.add_argument("--rounds", type=int, default=3, help="times each program is timed (default 3)")
+    p.add_argument(
+        "--per-function",
+        type=int,
+        default=12,
+        metavar="N",
+        help="programs timed per training function (default 12)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="fit and print, but write no calibration file"
+    )
+    p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
+    p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
+    return p
+
+
+def _coefficients_text(coeffs: Any) -> list[str]:
+    out = []
+    for field in attrs.fields(type(coeffs)):
+        value = getattr(coeffs, field.name)
+        if isinstance(value, dict) or hasattr(value, "items"):
+            value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+        out.append(f"  {field.name:15} {value}")
+    return out
+
+
+def _calibrate_main(argv: Sequence[str]) -> int:
+    args = _parse(_calibrate_parser(), argv)
+    if isinstance(args, int):
+        return args
+    if args.rounds < 1 or args.per_function < 1:
+        print(
+            "morello calibrate: error: --rounds and --per-function must be 1 or more",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE_ERROR
+    from morello import calibration
+
+    try:
+        plugins = Plugins()
+        target_name = args.target or _default_target(plugins)
+        target = plugins.target(target_name)
+        path = calibration.calibration_path(target.name)
+        if args.show:
+            coeffs = plugins.cost_coefficients(target)
+            calibrated = calibration.load(target.name) is not None
+            source = str(path) if calibrated else f"the defaults of target {target.name}"
+            if args.json:
+                doc = {"target": target.name, "calibrated": calibrated, "source": source}
+                doc["coefficients"] = calibration.coefficients_json(coeffs)
+                print(json.dumps(doc, indent=2))
+            else:
+                print(f"coefficients of {target.name} from {source}:")
+                print("\n".join(_coefficients_text(coeffs)))
+            return ExitCode.OK
+        from morello.codegen.bench import require_native
+        from morello.codegen.calibrate import calibrate
+
+        require_native(target)
+        # Fit from the plugin's own coefficients, not from an earlier calibration.
+        ctx = make_context(target_name, Plugins(block=[CALIBRATION_PLUGIN]), [], None)
+        db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
+        table = open_table(db_path, ctx)
+        try:
+            with _progress_bar() as bar:
+                report = calibrate(
+                    ctx,
+                    table,
+                    args.per_function,
+                    args.rounds,
+                    progress=lambda msg: bar.set_description(msg),
+                )
+        finally:
+            table.close()
+        info = {k: v for k, v in report.items() if k != "coefficients"}
+        if not args.dry_run:
+            calibration.save(target.name, report["coefficients"], info)
+    except MorelloError as exc:
+        print(exc.format(), file=sys.stderr)
+        return int(exc.exit_code)
+    if args.json:
+        doc = {"target": target.name, "written": None if args.dry_run else str(path), **info}
+        doc["coefficients"] = calibration.coefficients_json(report["coefficients"])
+        print(json.dumps(doc, indent=2))
+    else:
+        b, a = report["before"], report["after"]
+        print(
+            f"{target.name}: {report['programs']} programs of {report['functions']} functions "
+            f"timed in {report['seconds']:.0f} s"
+        )
+        print(
+            f"  relative error of the defaults (best scale): median {b['median_rel_error']:.1%}, "
+            f"max {b['max_rel_error']:.1%}"
+        )
+        print(
+            f"  relative error after the fit:              median {a['median_rel_error']:.1%}, "
+            f"max {a['max_rel_error']:.1%}"
+        )
+        print("fitted coefficients (picoseconds):")
+        print("\n".join(_coefficients_text(report["coefficients"])))
+        print("not written (--dry-run)" if args.dry_run else f"written to {path}")
+    return ExitCode.OK
 
 
 def _bench_text(r: dict[str, Any]) -> str:

@@ -7,20 +7,22 @@ each listed tree must be a legal one (costs and peaks recomputed from scratch).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from morello.context import SynthesisContext
 from morello.search.exhaustive import enumerate_impls, impl_fits, impl_problems
 from morello.search.kbest import KBest, distinct_programs
 from morello.search.solve import synthesize
-from tests.search.conftest import MatmulSpec
+from morello.spec import Spec
 
 TINY = [(1, 1, 1), (1, 1, 2), (1, 2, 1), (2, 1, 1)]
 
 
 @pytest.mark.parametrize("shape", TINY)
 def test_k_best_costs_equal_enumeration(
-    shape: tuple[int, int, int], matmul_spec: MatmulSpec, ctx: SynthesisContext
+    shape: tuple[int, int, int], matmul_spec: Callable[..., Spec], ctx: SynthesisContext
 ) -> None:
     spec = matmul_spec(*shape)
     want = sorted(impl.cost for impl in enumerate_impls(spec, ctx) if impl_fits(impl))
@@ -35,7 +37,7 @@ def test_k_best_costs_equal_enumeration(
 
 @pytest.mark.parametrize("shape", TINY[1:3])
 def test_distinct_costs_equal_enumeration(
-    shape: tuple[int, int, int], matmul_spec: MatmulSpec, ctx: SynthesisContext
+    shape: tuple[int, int, int], matmul_spec: Callable[..., Spec], ctx: SynthesisContext
 ) -> None:
     spec = matmul_spec(*shape)
     want = sorted({impl.cost for impl in enumerate_impls(spec, ctx) if impl_fits(impl)})
@@ -43,7 +45,7 @@ def test_distinct_costs_equal_enumeration(
     assert [i.cost for i in got] == want
 
 
-def test_first_is_the_dp_answer(matmul_spec: MatmulSpec, ctx: SynthesisContext) -> None:
+def test_first_is_the_dp_answer(matmul_spec: Callable[..., Spec], ctx: SynthesisContext) -> None:
     spec = matmul_spec(8, 8, 16)
     best, _ = synthesize(spec, ctx, {})
     first = next(KBest(ctx, {}).impls(spec, 1))
@@ -51,7 +53,9 @@ def test_first_is_the_dp_answer(matmul_spec: MatmulSpec, ctx: SynthesisContext) 
     assert first.action == best.action
 
 
-def test_larger_spec_lists_in_order(matmul_spec: MatmulSpec, ctx: SynthesisContext) -> None:
+def test_larger_spec_lists_in_order(
+    matmul_spec: Callable[..., Spec], ctx: SynthesisContext
+) -> None:
     spec = matmul_spec(16, 16, 16)
     got = list(KBest(ctx, {}).impls(spec, 40))
     assert len(got) == 40

@@ -1,0 +1,144 @@
+"""``python -m morello calibrate``: fit the cost coefficients to this machine.
+
+The training set is whole small programs built from the target's own kernels and moves:
+for each function of ``TRAINING`` that the target implements (matrix products of several
+shapes and layouts, f32 and bf16 vector-matrix products that stream their weights, an
+elementwise op, a broadcast add, a row softmax), the chosen program and its cheapest
+rivals (``fidelity.cheapest_programs``: the exact cheapest costs plus random programs near
+the chosen one, 2% apart), so that each coefficient is seen at work in many proportions.
+Each program is compiled, checked against NumPy and timed (``fidelity.time_impls``, the
+batches of one function's programs taken in turn). Each program's cost is linear in the
+coefficients (``calibration.features``: how much its cost grows per unit of each); the
+coefficients are fitted by non-negative least squares on relative error
+(``calibration.fit``), the whole timing is repeated ``rounds`` times and the median time
+of each program is fitted. The result is written to the per-machine file that the
+calibration plugin reads (``calibration.save``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from morello import calibration
+from morello.codegen.fidelity import cheapest_programs, time_impls
+from morello.context import SynthesisContext
+from morello.errors import MorelloError, SpecError
+from morello.impl import Impl
+from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.search.solve import Memo, synthesize
+
+
+def _mm(m: int, k: int, n: int, b: str = "", dt: str = "f32") -> str:
+    lay = f" {b}" if b else ""
+    return (
+        f"func mm_{m}x{k}x{n}{'_' + b.split('(')[0] if b else ''}_{dt}(a: {dt}[{m}, {k}], "
+        f"b: {dt}[{k}, {n}]{lay}) -> c: f32[{m}, {n}] {{\n    c = matmul(a, b)\n}}\n"
+    )
+
+
+#: The training functions (spec-file text); those a target does not implement are skipped.
+TRAINING: tuple[str, ...] = (
+    _mm(16, 16, 16),
+    _mm(32, 32, 32),
+    _mm(64, 64, 64),
+    _mm(96, 96, 96),
+    _mm(128, 128, 128),
+    _mm(8, 256, 256),
+    _mm(4, 512, 512),
+    _mm(64, 256, 32),
+    _mm(32, 64, 128, "col_major"),
+    _mm(1, 512, 2048),
+    _mm(1, 512, 2048, "packed_cols(16)", "bf16"),
+    "func relu_256x1024(x: f32[256, 1024]) -> y: f32[256, 1024] {\n    y = relu(x)\n}\n",
+    "func add_bias(x: f32[64, 256], b: f32[256]) -> y: f32[64, 256] {\n    y = add(x, b)\n}\n",
+    "func softmax_32x256(x: f32[32, 256]) -> y: f32[32, 256] {\n    y = softmax(x)\n}\n",
+)
+
+
+def training_programs(ctx: SynthesisContext) -> list[Program]:
+    """The functions of ``TRAINING`` that ``ctx``'s target implements."""
+    out = []
+    for text in TRAINING:
+        (func,) = parse_spec_file("calibrate.lark", text).funcs
+        try:
+            out.append(build_program(func, ctx))
+        except SpecError:
+            continue  # an op or dtype this target has no kernels for
+    return out
+
+
+def calibrate(
+    ctx: SynthesisContext,
+    memo: Memo | None,
+    per_function: int = 12,
+    rounds: int = 3,
+    min_batch_s: float = 0.01,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Time the training programs on this machine and fit the coefficients to them.
+
+    Returns a report: ``coefficients`` (the fitted CostCoefficients), ``before`` and
+    ``after`` (fit statistics of the target's coefficients and of the fitted ones on the
+    same programs), ``programs`` and ``functions`` (how many), ``seconds`` (wall time) and
+    ``detail`` (per program: function, rank, measured seconds, and the seconds predicted
+    before and after the fit).
+    Nothing is written; ``calibration.save`` does that.
+
+    Raises:
+        MorelloError: the code does not run natively here, or SciPy is missing.
+    """
+    try:
+        import scipy.optimize  # noqa: F401
+    except ImportError:
+        raise MorelloError("calibrate needs SciPy: pip install 'morello[fit]'") from None
+    start = time.perf_counter()
+    say = progress or (lambda _msg: None)
+    base = ctx.coefficients
+    names = calibration.parameters(base)
+    pools: list[tuple[Program, list[Impl]]] = []
+    for program in training_programs(ctx):
+        say(f"choosing programs of {program.name}")
+        synthesize(program.spec, ctx, memo)
+        pools.append((program, cheapest_programs(program, ctx, memo, per_function, spacing=0.02)))
+    samples: list[list[list[float]]] = [[[] for _ in impls] for _, impls in pools]
+    for r in range(rounds):
+        for (program, impls), out in zip(pools, samples, strict=True):
+            say(f"timing {program.name} (round {r + 1} of {rounds})")
+            for t, acc in zip(time_impls(program, impls, ctx, 3, min_batch_s), out, strict=True):
+                acc.append(t.median)
+    rows: list[list[float]] = []
+    seconds: list[float] = []
+    for (_, impls), out in zip(pools, samples, strict=True):
+        for impl, acc in zip(impls, out, strict=True):
+            rows.append(calibration.features(impl, ctx, names))
+            seconds.append(statistics.median(acc))
+    fitted, after = calibration.fit(rows, seconds, names, base)
+    before = calibration.fit_stats(rows, seconds, names, base)
+
+    def predicted(coeffs: Any, unit_s: float) -> list[float]:
+        values = [calibration.get_param(coeffs, n) for n in names]
+        return [unit_s * sum(v * f for v, f in zip(values, row, strict=True)) for row in rows]
+
+    labels = [(p.name, rank) for p, impls in pools for rank in range(len(impls))]
+    detail = [
+        {"function": fn, "rank": rank, "seconds": t, "before": b, "after": a}
+        for (fn, rank), t, b, a in zip(
+            labels,
+            seconds,
+            predicted(base, before["unit_s"]),
+            predicted(fitted, after["unit_s"]),
+            strict=True,
+        )
+    ]
+    return {
+        "coefficients": fitted,
+        "before": before,
+        "after": after,
+        "functions": len(pools),
+        "programs": len(rows),
+        "seconds": time.perf_counter() - start,
+        "detail": detail,
+    }

@@ -1,0 +1,88 @@
+"""``morello calibrate``: a small training set timed and fitted, and the command line.
+
+The real training set takes minutes; these tests swap in two small functions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from morello import calibration
+from morello.cli import main
+from morello.codegen import calibrate as calibrate_mod
+from morello.context import SynthesisContext
+from morello.errors import ExitCode
+
+_SMALL = (
+    calibrate_mod._mm(8, 8, 16),
+    "func relu_16x64(x: f32[16, 64]) -> y: f32[16, 64] {\n    y = relu(x)\n}\n",
+)
+
+
+def test_training_set_builds_on_the_target(ctx: SynthesisContext) -> None:
+    programs = calibrate_mod.training_programs(ctx)
+    names = [p.name for p in programs]
+    assert len(names) == len(set(names))
+    assert "mm_64x64x64_f32" in names  # every target has f32 products
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+def test_calibrate_fits_a_small_set(ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calibrate_mod, "TRAINING", _SMALL)
+    report = calibrate_mod.calibrate(ctx, {}, per_function=3, rounds=1, min_batch_s=0.002)
+    assert report["functions"] == 2
+    assert report["programs"] == len(report["detail"]) >= 2
+    assert report["after"]["median_rel_error"] >= 0
+    coeffs = report["coefficients"]
+    assert set(coeffs.level_hit) == set(ctx.coefficients.level_hit)
+    assert all(d["seconds"] > 0 for d in report["detail"])
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+def test_cli_calibrate_writes_the_file_that_show_reads(
+    target_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("MORELLO_CALIBRATION", raising=False)
+    monkeypatch.setattr(calibrate_mod, "TRAINING", _SMALL)
+    code = main(["calibrate", "-t", target_name, "--no-db", "--rounds", "1",
+                 "--per-function", "2", "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, err
+    doc = json.loads(out)
+    path = calibration.calibration_path(target_name)
+    assert doc["written"] == str(path)
+    assert path.is_file()
+    code = main(["calibrate", "-t", target_name, "--show", "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == ExitCode.OK
+    assert shown["calibrated"] is True
+    assert shown["source"] == str(path)
+    assert shown["coefficients"] == doc["coefficients"]
+
+
+def test_cli_calibrate_show_defaults(
+    target_name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MORELLO_CALIBRATION", raising=False)
+    code = main(["calibrate", "-t", target_name, "--show"])
+    out, _ = capsys.readouterr()
+    assert code == ExitCode.OK
+    lines = out.splitlines()
+    assert lines[0] == f"coefficients of {target_name} from the defaults of target {target_name}:"
+    assert any(line.split()[0] == "level_hit" for line in lines[1:])
+
+
+def test_cli_calibrate_rejects_bad_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["calibrate", "--rounds", "0"])
+    _, err = capsys.readouterr()
+    assert code == ExitCode.USAGE_ERROR
+    assert err.strip() == "morello calibrate: error: --rounds and --per-function must be 1 or more"
