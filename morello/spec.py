@@ -86,14 +86,14 @@ def subtract_limits(
 
     What is left snaps down to a power of two, so that limits form a small lattice: this
     keeps the graph and the memo table small at the price of sometimes leaving a few
-    registers or lines unused.
+    registers or lines unused. A level that shares its registers with others
+    (``MemoryLevel.shares``) takes the units from each of them.
     """
-    have = limits[level_idx]
-    if units > have:
-        return None
-    rest = snap_down(have - units)
     out = list(limits)
-    out[level_idx] = rest
+    for idx in target.sharing(level_idx):  # registers shared with another level: both
+        if units > out[idx]:
+            return None
+        out[idx] = snap_down(out[idx] - units)
     return tuple(out)
 
 

@@ -48,6 +48,11 @@ class MemoryLevel:
             addresses, ``vector_registers`` for registers with vector widths and
             ``registers`` for other registers. A target with two caches may give the outer
             one another role (or ``""``, none) so that portable kernels read only the inner.
+        shares: register levels whose registers this level's values occupy too. On x86 an
+            f32 scalar lives in the low lane of an xmm register, so scalar and vector
+            registers are one file of 16 (32 with AVX-512), and so are NEON's: a move into
+            either level takes its registers from both (``Target.sharing``). Register
+            levels of separate files (x86 integer registers) share nothing.
     """
 
     name: str
@@ -60,6 +65,7 @@ class MemoryLevel:
     vector_bytes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
+    shares: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @role.validator
     def _known_role(self, _attr: attrs.Attribute[str], value: str) -> None:
@@ -318,6 +324,23 @@ class Target:
             for dest in lv.moves_to:
                 if dest not in names:
                     raise ValueError(f"level {lv.name} moves to unknown level {dest!r}")
+            for other in lv.shares:
+                if other not in names or other == lv.name:
+                    raise ValueError(
+                        f"level {lv.name} shares registers with unknown level {other!r}"
+                    )
+                if not (lv.counts_registers and self.level(other).counts_registers):
+                    raise ValueError(
+                        f"level {lv.name} shares with {other}: only register levels share"
+                    )
+
+    def sharing(self, level_idx: int) -> tuple[int, ...]:
+        """The level at ``level_idx`` and the levels it shares registers with (indices):
+        the limits a move into it lowers, and the peaks it raises."""
+        names = self.levels[level_idx].shares
+        if not names:
+            return (level_idx,)
+        return (level_idx, *(self.level_index(n) for n in names))
 
     def level(self, name: str) -> MemoryLevel:
         """The level named ``name``; KeyError if absent."""

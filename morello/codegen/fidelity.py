@@ -215,8 +215,12 @@ def plot(reports: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     except ImportError:
         raise MorelloError("--plot needs matplotlib: pip install 'morello[plot]'") from None
     n = len(reports)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 4), squeeze=False)
-    for ax, rep in zip(axes[0], reports, strict=True):
+    cols = min(n, 5)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, rep in zip(axes.flat, reports, strict=False):
         progs = rep["programs"]
         xs = [p["cost"] for p in progs]
         ys = [p["seconds"] * 1e6 for p in progs]
@@ -226,7 +230,9 @@ def plot(reports: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         ax.scatter([xs[f]], [ys[f]], s=60, facecolors="none", edgecolors="k", label="fastest")
         tau = rep["kendall_tau"]
         ax.set_title(
-            f"{rep['function']}: tau {tau:.2f}" if tau is not None else rep["function"],
+            f"{rep.get('name', rep['function'])}: tau {tau:.2f}"
+            if tau is not None
+            else rep.get("name", rep["function"]),
             fontsize=9,
         )
         ax.set_xlabel("predicted cost")

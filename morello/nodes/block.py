@@ -68,7 +68,8 @@ class BlockAction(NodeBase):
         for _, ts in reversed(self.temporaries):
             idx = ctx.target.level_index(ts.level)
             units = memory_units(ts, ctx.target.levels[idx], ctx.dtype(ts.dtype).size)
-            peak[idx] = snap_up(peak[idx] + units)
+            for j in ctx.target.sharing(idx):
+                peak[j] = snap_up(peak[j] + units)
         return tuple(peak)
 
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:

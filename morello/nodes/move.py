@@ -81,7 +81,8 @@ class MoveAction(NodeBase):
         idx = ctx.target.level_index(self.dest.level)
         lv = ctx.target.levels[idx]
         units = memory_units(self.dest, lv, ctx.dtype(self.dest.dtype).size)
-        peak[idx] = snap_up(peak[idx] + units)
+        for j in ctx.target.sharing(idx):
+            peak[j] = snap_up(peak[j] + units)
         return tuple(peak)
 
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:

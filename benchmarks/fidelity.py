@@ -1,0 +1,82 @@
+"""Fidelity of the cost model on the standard set: ``morello fidelity`` for every spec.
+
+    python benchmarks/fidelity.py --target zen1 --label before   # the target's defaults
+    python benchmarks/fidelity.py --target zen1 --label after    # this machine's calibration
+    python benchmarks/fidelity.py --target zen1 --label x 64 128 # only specs with these names
+
+``--label before`` runs with MORELLO_CALIBRATION=off (the plugin's coefficients), any other
+label with whatever coefficients are in use. Each spec of the standard set
+(``benchmarks/standard.py``) runs ``python -m morello fidelity --json --top N`` in a fresh
+memo table; the reports go to ``docs/fidelity-<target>-<label>.json``, one plot per spec
+panel to ``docs/fidelity-<target>-<label>.png``, and a table to stdout (Markdown, for
+BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from standard import SET  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("only", nargs="*", help="substrings selecting specs of the set")
+    ap.add_argument("--target", default="zen1")
+    ap.add_argument("--label", required=True, help="'before' for the defaults; any other name")
+    ap.add_argument("--top", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    env = dict(os.environ)
+    if args.label == "before":
+        env["MORELLO_CALIBRATION"] = "off"
+    names = [n for n in SET if not args.only or any(s in n for s in args.only)]
+    reports = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            cmd = [
+                sys.executable, "-m", "morello", "fidelity", "--target", args.target, "--json",
+                "--top", str(args.top), "--repeats", str(args.repeats),
+                "--db", str(Path(tmp) / "memo.sqlite3"), str(ROOT / "examples" / f"{name}.lark"),
+            ]  # fmt: skip
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            if proc.returncode != 0:
+                sys.stderr.write(proc.stderr)
+                return 1
+            rep = json.loads(proc.stdout)
+            rep["name"] = name
+            reports.append(rep)
+    stem = ROOT / "docs" / f"fidelity-{args.target}-{args.label}"
+    stem.with_suffix(".json").write_text(json.dumps(reports, indent=1) + "\n")
+    try:
+        from morello.codegen.fidelity import plot
+
+        plot(reports, stem.with_suffix(".png"), f"fidelity on {args.target}, {args.label}")
+    except Exception as exc:
+        print(f"no plot: {exc}", file=sys.stderr)
+    print(f"| spec ({args.label}) | programs | Kendall tau | Spearman rho | fastest at rank "
+          "| chosen / fastest |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for r in reports:
+        tau = "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:.2f}"
+        rho = "n/a" if r["spearman_rho"] is None else f"{r['spearman_rho']:.2f}"
+        print(
+            f"| {r['name']} | {len(r['programs'])} | {tau} | {rho} | {r['fastest_rank']} "
+            f"| {r['chosen_over_fastest']:.3f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
