@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import re
@@ -483,6 +484,9 @@ def fit(
     unit_s: float = 1e-12,
     *,
     clock: str = "named.fma",
+    prior: float = 0.0,
+    groups: Sequence[Any] | None = None,
+    pair_weight: float = 1.0,
 ) -> tuple[CostCoefficients, dict[str, Any]]:
     """Fit the parameters ``names`` to measured times by non-negative least squares.
 
@@ -506,6 +510,14 @@ def fit(
             are kept (``fork_join`` converted as above).
         unit_s: seconds per unit of the fitted coefficients (``1e-12``: picoseconds).
         clock: the parameter whose ratio estimates the clock period.
+        prior: weight of a pull toward ``base`` (scaled to fit as a whole): each parameter
+            adds a residual of ``prior`` times its relative distance from there, against
+            each program's relative error (0: none; ``calibrate`` uses a small one so that
+            nearly collinear parameters come out the same from run to run).
+        groups: a label per row (the function the program computes): each pair of rows
+            with one label adds a row fitting the difference of their times, weighted by
+            ``pair_weight`` (rivals are what the model must rank).
+        pair_weight: weight of those rows (see ``groups``).
 
     Returns:
         The fitted coefficients (``with_params`` of ``base``, integers) and statistics:
@@ -525,7 +537,38 @@ def fit(
     a = np.asarray(rows, dtype=float)
     y = np.asarray(seconds, dtype=float) / unit_s
     used = [i for i in range(len(names)) if np.any(a[:, i] != 0)]
-    solution, _ = nnls(a[:, used] / y[:, None], np.ones(len(y)))
+    lhs = a[:, used] / y[:, None]
+    rhs = np.ones(len(y))
+    if groups is not None and pair_weight > 0:
+        # Rivals of one function: the difference of two programs' features against the
+        # difference of their times (relative to the slower), so the fit also answers the
+        # question the search asks, which of two programs for one Spec is faster; what
+        # the programs share cancels out.
+        by_group: dict[Any, list[int]] = {}
+        for i, g in enumerate(groups):
+            by_group.setdefault(g, []).append(i)
+        diff_rows, diff_rhs = [], []
+        for members in by_group.values():
+            for i, j in itertools.combinations(members, 2):
+                slower = max(y[i], y[j])
+                diff_rows.append((a[i, used] - a[j, used]) * (pair_weight / slower))
+                diff_rhs.append((y[i] - y[j]) * (pair_weight / slower))
+        if diff_rows:
+            lhs = np.vstack([lhs, np.array(diff_rows)])
+            rhs = np.concatenate([rhs, np.array(diff_rhs)])
+    if prior > 0:
+        # Each parameter is also pulled toward the base value times the one scale that fits
+        # the base best: a row per parameter whose residual is ``prior`` times its relative
+        # distance from there. Parameters the times pin down barely move; those that are
+        # nearly collinear with others stay put instead of trading places with them from
+        # one run to the next.
+        scale = fit_stats(rows, seconds, names, base)["unit_s"] / unit_s
+        centre = np.array([get_param(base, names[i]) * scale for i in used])
+        keep = centre > 0
+        pull = np.diag(np.where(keep, prior / np.where(keep, centre, 1.0), 0.0))[keep]
+        lhs = np.vstack([lhs, pull])
+        rhs = np.concatenate([rhs, np.full(int(keep.sum()), prior)])
+    solution, _ = nnls(lhs, rhs)
     fitted = {names[i]: float(value) for i, value in zip(used, solution, strict=True)}
     if fitted.get(clock, 0) > 0:
         ratio = fitted[clock] / get_param(base, clock)

@@ -500,6 +500,9 @@ def _fidelity_parser() -> argparse.ArgumentParser:
         help="least relative gap in predicted cost between listed programs (default 0.01)",
     )
     p.add_argument("--plot", metavar="FILE.png", help="draw predicted cost against time")
+    p.add_argument(
+        "--trees", action="store_true", help="with --json: each program's Impl tree as text"
+    )
     p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
     p.add_argument("--repeats", type=int, default=5, help="timed batches per program (default 5)")
     p.add_argument(
@@ -543,7 +546,16 @@ def _fidelity_main(argv: Sequence[str]) -> int:
         try:
             for program in programs:
                 reports.append(
-                    fidelity.fidelity(program, ctx, table, args.top, args.repeats, args.min_batch)
+                    fidelity.fidelity(
+                        program,
+                        ctx,
+                        table,
+                        args.top,
+                        args.repeats,
+                        args.min_batch,
+                        args.spacing,
+                        (lambda impl: format_impl(impl, ctx)) if args.trees else None,
+                    )
                 )
                 table.release()
         finally:
@@ -596,8 +608,10 @@ target's own kernels and moves (matrix products of several shapes and layouts, v
 products that stream their weights, elementwise ops, a softmax) are synthesized, each with
 its cheapest rivals under the model, then compiled, checked against NumPy and timed, in
 --rounds rounds (the median is kept). A program's cost is linear in the coefficients, so
-they are fitted by non-negative least squares on relative error (SciPy: pip install
-'morello[fit]'), in picoseconds.
+they are fitted by non-negative least squares (SciPy: pip install 'morello[fit]'), in
+picoseconds: to each program's time (relative error), to the difference in time between
+every two programs of one function (what the search must rank), and weakly toward the
+defaults scaled as a whole (so that parameters the times barely tell apart stay put).
 
 The result goes to a per-machine file in the user's config folder
 ($XDG_CONFIG_HOME/morello/calibration/<machine>/<target>.json), which then replaces the
@@ -619,7 +633,7 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", "-t", help="target to calibrate (see --list-targets)")
     p.add_argument("--show", action="store_true", help="print the coefficients in use and exit")
     p.add_argument("--json", action="store_true", help="print a JSON object")
-    p.add_argument("--rounds", type=int, default=3, help="times each program is timed (default 3)")
+    p.add_argument("--rounds", type=int, default=5, help="times each program is timed (default 5)")
     p.add_argument(
         "--per-function",
         type=int,
@@ -710,12 +724,12 @@ def _calibrate_main(argv: Sequence[str]) -> int:
             f"timed in {report['seconds']:.0f} s"
         )
         print(
-            f"  relative error of the defaults (best scale): median {b['median_rel_error']:.1%}, "
-            f"max {b['max_rel_error']:.1%}"
+            f"  defaults (best scale): relative error median {b['median_rel_error']:.1%}, "
+            f"max {b['max_rel_error']:.1%}; Kendall tau within a function {b['mean_tau']:.2f}"
         )
         print(
-            f"  relative error after the fit:              median {a['median_rel_error']:.1%}, "
-            f"max {a['max_rel_error']:.1%}"
+            f"  after the fit:         relative error median {a['median_rel_error']:.1%}, "
+            f"max {a['max_rel_error']:.1%}; Kendall tau within a function {a['mean_tau']:.2f}"
         )
         print("fitted coefficients (picoseconds):")
         print("\n".join(_coefficients_text(report["coefficients"])))

@@ -331,6 +331,19 @@ def test_fit_recovers_known_coefficients() -> None:
     assert coeffs.fork_join == pytest.approx(6000 * 400, rel=0.03)
 
 
+def test_fit_with_rival_pairs_and_a_prior_recovers_exact_data() -> None:
+    names = calibration.parameters(_BASE)
+    rows, times = _synthetic(names, _TRUE, 60, 0.0)
+    groups = [i // 6 for i in range(len(rows))]  # ten "functions" of six programs
+    coeffs, _ = calibration.fit(rows, times, names, _BASE, groups=groups, pair_weight=1.0)
+    for name, value in _TRUE.items():
+        assert calibration.get_param(coeffs, name) == pytest.approx(value, rel=0.01), name
+    # A pull toward the defaults (scaled) moves the answer toward them, and only a little.
+    pulled, _ = calibration.fit(rows, times, names, _BASE, prior=0.3, groups=groups)
+    for name, value in _TRUE.items():
+        assert calibration.get_param(pulled, name) == pytest.approx(value, rel=0.3), name
+
+
 def test_fit_clock_falls_back_to_the_median_ratio() -> None:
     names = ["level_hit.GL", "named.op"]
     rows, times = _synthetic(names, {"level_hit.GL": 8000.0, "named.op": 1200.0}, 50, 0.0)

@@ -58,6 +58,10 @@ TRAINING: tuple[str, ...] = (
 )
 
 
+#: Weight of the pull toward the target's defaults (``calibration.fit``'s ``prior``).
+PRIOR = 0.3
+
+
 def training_programs(ctx: SynthesisContext) -> list[Program]:
     """The functions of ``TRAINING`` that ``ctx``'s target implements."""
     out = []
@@ -74,17 +78,20 @@ def calibrate(
     ctx: SynthesisContext,
     memo: Memo | None,
     per_function: int = 12,
-    rounds: int = 3,
+    rounds: int = 5,
     min_batch_s: float = 0.01,
     progress: Callable[[str], None] | None = None,
+    prior: float = PRIOR,
 ) -> dict[str, Any]:
     """Time the training programs on this machine and fit the coefficients to them.
 
     Returns a report: ``coefficients`` (the fitted CostCoefficients), ``before`` and
     ``after`` (fit statistics of the target's coefficients and of the fitted ones on the
-    same programs), ``programs`` and ``functions`` (how many), ``seconds`` (wall time) and
-    ``detail`` (per program: function, rank, measured seconds, and the seconds predicted
-    before and after the fit).
+    same programs, with ``mean_tau``: Kendall's tau between predicted and measured time
+    within each function, averaged), ``programs`` and ``functions`` (how many),
+    ``seconds`` (wall time) and ``detail`` (per program: function, rank, measured seconds,
+    the seconds predicted before and after the fit, and its feature row over ``names``,
+    the fitted parameters).
     Nothing is written; ``calibration.save`` does that.
 
     Raises:
@@ -115,7 +122,8 @@ def calibrate(
         for impl, acc in zip(impls, out, strict=True):
             rows.append(calibration.features(impl, ctx, names))
             seconds.append(statistics.median(acc))
-    fitted, after = calibration.fit(rows, seconds, names, base)
+    groups = [p.name for p, impls in pools for _ in impls]
+    fitted, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
     before = calibration.fit_stats(rows, seconds, names, base)
 
     def predicted(coeffs: Any, unit_s: float) -> list[float]:
@@ -124,15 +132,29 @@ def calibrate(
 
     labels = [(p.name, rank) for p, impls in pools for rank in range(len(impls))]
     detail = [
-        {"function": fn, "rank": rank, "seconds": t, "before": b, "after": a}
-        for (fn, rank), t, b, a in zip(
+        {"function": fn, "rank": rank, "seconds": t, "before": b, "after": a, "features": row}
+        for (fn, rank), t, b, a, row in zip(
             labels,
             seconds,
             predicted(base, before["unit_s"]),
             predicted(fitted, after["unit_s"]),
+            rows,
             strict=True,
         )
     ]
+    from scipy.stats import kendalltau
+
+    def mean_tau(key: str) -> float:
+        taus = []
+        for program, _ in pools:
+            got = [d for d in detail if d["function"] == program.name]
+            if len(got) >= 2:
+                tau = kendalltau([d[key] for d in got], [d["seconds"] for d in got]).statistic
+                taus.append(0.0 if tau != tau else float(tau))  # NaN: constant predictions
+        return statistics.fmean(taus) if taus else 0.0
+
+    before["mean_tau"] = mean_tau("before")
+    after["mean_tau"] = mean_tau("after")
     return {
         "coefficients": fitted,
         "before": before,
@@ -140,5 +162,6 @@ def calibrate(
         "functions": len(pools),
         "programs": len(rows),
         "seconds": time.perf_counter() - start,
+        "names": names,
         "detail": detail,
     }

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,10 +156,12 @@ def fidelity(
     repeats: int = 5,
     min_batch_s: float = 0.02,
     spacing: float = 0.01,
+    describe: Callable[[Impl], str] | None = None,
 ) -> dict[str, Any]:
     """The fidelity report of one function: its ``top`` cheapest programs, timed, and how
     the model's order agrees with the measured one (``rank_agreement``'s keys, plus
-    ``programs``: rank, cost, seconds and spread for each, and ``flops``).
+    ``programs``: rank, cost, seconds and spread for each, and its Impl tree as text where
+    ``describe`` is given; and ``flops``).
 
     Raises:
         MorelloError: SciPy is missing, or the code does not run natively here.
@@ -194,6 +196,7 @@ def fidelity(
                 "seconds_low": t.low,
                 "seconds_high": t.high,
                 "gflops": flops / t.median / 1e9 if flops else None,
+                **({"impl": describe(impl)} if describe else {}),
             }
             for n, (impl, t) in enumerate(zip(impls, timings, strict=True))
         ],

@@ -70,7 +70,7 @@ def test_cli_fidelity_json(
     )
     code = main(
         ["fidelity", "-t", target_name, "--no-db", "--top", "4", "--repeats", "2",
-         "--min-batch", "0.001", "--json", str(spec)]
+         "--min-batch", "0.001", "--spacing", "0.05", "--trees", "--json", str(spec)]
     )  # fmt: skip
     out, err = capsys.readouterr()
     assert code == ExitCode.OK, err
@@ -83,6 +83,10 @@ def test_cli_fidelity_json(
     assert 0 <= rep["fastest_rank"] < len(progs)
     assert rep["chosen_over_fastest"] >= 1.0
     assert rep["kendall_tau"] is None or -1.0 <= rep["kendall_tau"] <= 1.0
+    assert rep["spacing"] == 0.05
+    for a, b in itertools.pairwise(progs):
+        assert b["cost"] >= a["cost"] * 1.05
+    assert f"cost {progs[0]['cost']}" in progs[0]["impl"].splitlines()[0]
 
 
 def test_cli_fidelity_rejects_bad_numbers(
