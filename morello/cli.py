@@ -83,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_table_and_rules(p: argparse.ArgumentParser) -> None:
+    """--db, --no-db, --rules and --threads, as the commands that synthesize take them."""
+    p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
+    p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
+    p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
+    _add_threads(p)
+
+
 def _add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
@@ -424,10 +432,7 @@ def _bench_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per batch (default 0.05)",
     )
-    p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
-    p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
-    p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
-    _add_threads(p)
+    _add_table_and_rules(p)
     return p
 
 
@@ -512,10 +517,7 @@ def _fidelity_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per batch (default 0.02)",
     )
-    p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
-    p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
-    p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
-    _add_threads(p)
+    _add_table_and_rules(p)
     return p
 
 

@@ -64,19 +64,34 @@ def time_kernel(
 ) -> Timing:
     """Time the compiled kernel (which must include ``timing_harness``) per call."""
     lib = ctypes.CDLL(str(lib_path))
-    fn = getattr(lib, f"{program.name}_time")
-    fn.restype = ctypes.c_double
+    bufs, ptrs = timing_buffers(program, ctx)
+    timing = measure(timed_batch(lib, program.name, ptrs), repeats, min_batch_s)
+    del bufs  # alive until the timing is done
+    return timing
+
+
+def timing_buffers(program: Program, ctx: SynthesisContext) -> tuple[list[Any], list[Any]]:
+    """Random inputs and a zeroed output in the program's layouts (64-byte aligned), and
+    pointers to them in parameter order; keep the buffers alive while the pointers are used."""
     inputs = random_inputs(program, ctx)
     bufs = [to_buffer(inputs[n], ts, ctx) for n, ts in program.params]
     _, rts = program.result
     out = aligned_empty(rts.volume, ctx.dtype(rts.dtype).np_dtype())
     out[:] = 0
-    ptrs = [b.ctypes.data_as(ctypes.c_void_p) for b in (*bufs, out)]
+    bufs.append(out)
+    return bufs, [b.ctypes.data_as(ctypes.c_void_p) for b in bufs]
+
+
+def timed_batch(lib: ctypes.CDLL, name: str, ptrs: Sequence[Any]) -> Any:
+    """``batch(iters)``: seconds per call of ``<name>_time`` in ``lib`` over ``iters``
+    calls on the buffers at ``ptrs``."""
+    fn = getattr(lib, f"{name}_time")
+    fn.restype = ctypes.c_double
 
     def batch(iters: int) -> float:
         return float(fn(*ptrs, ctypes.c_long(iters))) / iters
 
-    return measure(batch, repeats, min_batch_s)
+    return batch
 
 
 def bytes_per_call(program: Program, ctx: SynthesisContext) -> int:

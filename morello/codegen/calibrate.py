@@ -52,6 +52,14 @@ TRAINING: tuple[str, ...] = (
     _mm(32, 64, 128, "col_major"),
     _mm(1, 512, 2048),
     _mm(1, 512, 2048, "packed_cols(16)", "bf16"),
+    # Larger shapes, none of the standard set's: a first calibration from the small ones
+    # alone chose programs 1.2-2.4x slower for 512^3 and up, 4x1024x1024 and the gemma
+    # matvec (BENCHMARKS.md), whose operands do not fit the caches the small ones fit.
+    _mm(192, 192, 192),
+    _mm(4, 2048, 512),
+    _mm(2, 1024, 2048),
+    _mm(1, 1024, 8192),
+    _mm(1, 1024, 8192, "packed_cols(16)", "bf16"),
     "func relu_256x1024(x: f32[256, 1024]) -> y: f32[256, 1024] {\n    y = relu(x)\n}\n",
     "func add_bias(x: f32[64, 256], b: f32[256]) -> y: f32[64, 256] {\n    y = add(x, b)\n}\n",
     "func softmax_32x256(x: f32[32, 256]) -> y: f32[32, 256] {\n    y = softmax(x)\n}\n",

@@ -26,10 +26,10 @@ from typing import Any
 
 import attrs
 
-from morello.codegen.bench import require_native, timing_harness
+from morello.codegen.bench import require_native, timed_batch, timing_buffers, timing_harness
 from morello.codegen.c import lower_function
 from morello.codegen.compile import compile_shared
-from morello.codegen.harness import aligned_empty, check, random_inputs, to_buffer
+from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
 from morello.codegen.timing import PRELUDE, Timing, measure_interleaved
 from morello.context import SynthesisContext
@@ -109,19 +109,11 @@ def time_impls(
     for v in variants:
         check(lib_path, v, ctx)
     lib = ctypes.CDLL(str(lib_path))
-    inputs = random_inputs(program, ctx)
-    bufs = [to_buffer(inputs[n], ts, ctx) for n, ts in program.params]
-    _, rts = program.result
-    out = aligned_empty(rts.volume, ctx.dtype(rts.dtype).np_dtype())
-    out[:] = 0
-    ptrs = [b.ctypes.data_as(ctypes.c_void_p) for b in (*bufs, out)]
-
-    def batcher(name: str) -> Any:
-        fn = getattr(lib, f"{name}_time")
-        fn.restype = ctypes.c_double
-        return lambda iters: float(fn(*ptrs, ctypes.c_long(iters))) / iters
-
-    return measure_interleaved([batcher(v.name) for v in variants], repeats, min_batch_s)
+    bufs, ptrs = timing_buffers(program, ctx)  # one set for all: they compute the same
+    batches = [timed_batch(lib, v.name, ptrs) for v in variants]
+    timings = measure_interleaved(batches, repeats, min_batch_s)
+    del bufs
+    return timings
 
 
 def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:
