@@ -136,6 +136,15 @@ class Layout:
         tphys = self.physical_shape(tile)
         if pphys is None or tphys is None:
             return None
+        for ld, block in self.dims:
+            # Tiles narrower than a block lie within one block only if their extent divides
+            # it (tiles start at multiples of their extent): a 12-wide tile of 16-wide
+            # panels at column 12 spans two panels, which no one layout describes. A loop's
+            # tail, which starts where the whole tiles end, is refused too when it does not
+            # divide the block, though it would fit: refusing is safe, describing it wrong
+            # was not (such a program computed wrong answers).
+            if block is not None and tile[ld] < block <= parent[ld] and block % tile[ld]:
+                return None
         common = 0
         for a, b in zip(reversed(pphys), reversed(tphys), strict=True):
             if a != b:

@@ -84,8 +84,9 @@ def default_db_path(target_name: str) -> Path:
 
 #: Raised whenever the actions the engine offers change meaning for the same rules (so that
 #: answers found before are not reused): 2 = vector-register tiles must be whole registers;
-#: 3 = temporaries laid out like the output, no tiling across a reduction inside an op.
-SEARCH_REVISION: Final = 3
+#: 3 = temporaries laid out like the output, no tiling across a reduction inside an op;
+#: 4 = no tile narrower than a packed block unless it divides the block.
+SEARCH_REVISION: Final = 4
 
 
 def fingerprint(ctx: SynthesisContext) -> str:
