@@ -355,6 +355,8 @@ def _load_openblas() -> _Library | str:
         pass
     if not paths:
         return "NumPy's BLAS is not an OpenBLAS loaded from a shared library"
+    # NumPy's own copy first (numpy.libs), should another OpenBLAS be loaded too (SciPy's).
+    paths.sort(key=lambda p: "numpy" not in os.path.dirname(p))
     lib = ctypes.CDLL(paths[0])
     for prefix in ("scipy_", ""):
         for suffix in ("64_", ""):
