@@ -538,8 +538,8 @@ def _fidelity_main(argv: Sequence[str]) -> int:
         target_name = args.target or _default_target(plugins)
         from morello.codegen.bench import require_native
 
-        require_native(plugins.target(target_name))
-        spec_file = parse_spec_file(args.spec)
+        spec_file = parse_spec_file(args.spec)  # a bad spec file is reported first
+        require_native(plugins.target(target_name), "fidelity")
         ctx = make_context(target_name, plugins, args.rules, args.threads)
         programs = [build_program(f, ctx) for f in spec_file.funcs]
         db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
@@ -693,7 +693,7 @@ def _calibrate_main(argv: Sequence[str]) -> int:
         from morello.codegen.bench import require_native
         from morello.codegen.calibrate import calibrate
 
-        require_native(target)
+        require_native(target, "calibrate")
         # Fit from the plugin's own coefficients, not from an earlier calibration.
         ctx = make_context(target_name, Plugins(block=[CALIBRATION_PLUGIN]), [], None)
         db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))

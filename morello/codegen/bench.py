@@ -109,7 +109,7 @@ def _peer_bytes(program: Program, ctx: SynthesisContext, input_dtype: str) -> in
     return sum(t.volume * size for t in ins) + out.volume * ctx.dtype(out.dtype).size
 
 
-def require_native(target: Target) -> None:
+def require_native(target: Target, command: str = "bench") -> None:
     """Refuse to time code that would not run natively here: timings under an emulator say
     nothing about the target.
 
@@ -120,7 +120,7 @@ def require_native(target: Target) -> None:
         how = runner.how_to_run(target)
         why = how.reason if how.mode is None else f"its code would run {how.reason}"
         raise MorelloError(
-            f"bench times code only where it runs natively: target {target.name} runs on "
+            f"{command} times code only where it runs natively: target {target.name} runs on "
             f"{target.platform.arch} and this machine is {runner.host_arch()} ({why}); "
             "no speed is claimed under emulation (--check works there)"
         )

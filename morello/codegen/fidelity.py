@@ -100,7 +100,7 @@ def time_impls(
         CheckFailed: an Impl computes a wrong answer.
         MorelloError: the target's code does not run natively here.
     """
-    require_native(ctx.target)
+    require_native(ctx.target, "fidelity")
     workdir = workdir or Path(tempfile.mkdtemp(prefix="morello-fidelity-"))
     variants = [attrs.evolve(program, name=f"{program.name}_r{i}") for i in range(len(impls))]
     source = lower_to_c("fidelity", list(zip(variants, impls, strict=True)), ctx)
@@ -165,7 +165,7 @@ def fidelity(
         raise MorelloError(
             "fidelity needs SciPy for its rank statistics: pip install 'morello[fit]'"
         ) from None
-    require_native(ctx.target)
+    require_native(ctx.target, "fidelity")
     impls = cheapest_programs(program, ctx, memo, top, spacing)
     timings = time_impls(program, impls, ctx, repeats, min_batch_s)
     opdef = ctx.ruleset.ops.get(program.spec.op)
