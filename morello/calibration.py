@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -401,15 +402,6 @@ def features(impl: Impl, ctx: SynthesisContext, names: Sequence[str]) -> list[fl
 # --- Fitting ----------------------------------------------------------------------------------
 
 
-def _median(values: Sequence[float], empty: float = 0.0) -> float:
-    """The median of ``values`` (the mean of the middle two for an even count)."""
-    if not values:
-        return empty
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
 def _relative_errors(predicted: Sequence[float], measured: Sequence[float]) -> list[float]:
     return [abs(p - m) / m for p, m in zip(predicted, measured, strict=True)]
 
@@ -418,7 +410,7 @@ def _error_stats(predicted: Sequence[float], measured: Sequence[float]) -> dict[
     errors = _relative_errors(predicted, measured)
     return {
         "programs": len(errors),
-        "median_rel_error": _median(errors),
+        "median_rel_error": statistics.median(errors) if errors else 0.0,
         "max_rel_error": max(errors, default=0.0),
     }
 
@@ -432,6 +424,15 @@ def _check_rows(rows: Sequence[Sequence[float]], seconds: Sequence[float], n: in
         raise ValueError(f"every feature row needs {n} entries, one per parameter")
     if any(not s > 0 for s in seconds):
         raise ValueError("every measured time must be positive")
+
+
+def predict(
+    rows: Sequence[Sequence[float]], names: Sequence[str], coeffs: CostCoefficients
+) -> list[float]:
+    """Each row's features times the parameters ``names`` take in ``coeffs`` (in units of
+    the coefficients)."""
+    values = [get_param(coeffs, name) for name in names]
+    return [sum(v * f for v, f in zip(values, row, strict=True)) for row in rows]
 
 
 def fit_stats(
@@ -464,8 +465,7 @@ def fit_stats(
         ValueError: no rows, rows of the wrong length, or a time that is not positive.
     """
     _check_rows(rows, seconds, len(names))
-    values = [get_param(coeffs, name) for name in names]
-    predicted = [sum(v * f for v, f in zip(values, row, strict=True)) for row in rows]
+    predicted = predict(rows, names, coeffs)
     if unit_s is None:
         # The scale s minimizing sum((s * p / t - 1) ** 2): the relative errors' least squares.
         ratios = [p / t for p, t in zip(predicted, seconds, strict=True)]
@@ -573,7 +573,8 @@ def fit(
     if fitted.get(clock, 0) > 0:
         ratio = fitted[clock] / get_param(base, clock)
     else:
-        ratio = _median([v / get_param(base, n) for n, v in fitted.items() if v > 0], empty=1.0)
+        ratios = [v / get_param(base, n) for n, v in fitted.items() if v > 0]
+        ratio = statistics.median(ratios) if ratios else 1.0
     for name in names:  # parameters no program pays: scaled by the clock estimate
         fitted.setdefault(name, get_param(base, name) * ratio)
     coeffs = with_params(base, fitted)

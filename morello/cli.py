@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -536,10 +536,7 @@ def _fidelity_main(argv: Sequence[str]) -> int:
     try:
         plugins = Plugins()
         target_name = args.target or _default_target(plugins)
-        from morello.codegen.bench import require_native
-
         spec_file = parse_spec_file(args.spec)  # a bad spec file is reported first
-        require_native(plugins.target(target_name), "fidelity")
         ctx = make_context(target_name, plugins, args.rules, args.threads)
         programs = [build_program(f, ctx) for f in spec_file.funcs]
         db_path = None if args.no_db else Path(args.db or default_db_path(ctx.target.name))
@@ -655,7 +652,7 @@ def _coefficients_text(coeffs: Any) -> list[str]:
     out = []
     for field in attrs.fields(type(coeffs)):
         value = getattr(coeffs, field.name)
-        if isinstance(value, dict) or hasattr(value, "items"):
+        if isinstance(value, Mapping):
             value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
         out.append(f"  {field.name:15} {value}")
     return out

@@ -135,8 +135,7 @@ def calibrate(
     before = calibration.fit_stats(rows, seconds, names, base)
 
     def predicted(coeffs: Any, unit_s: float) -> list[float]:
-        values = [calibration.get_param(coeffs, n) for n in names]
-        return [unit_s * sum(v * f for v, f in zip(values, row, strict=True)) for row in rows]
+        return [unit_s * p for p in calibration.predict(rows, names, coeffs)]
 
     labels = [(p.name, rank) for p, impls in pools for rank in range(len(impls))]
     detail = [

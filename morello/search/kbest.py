@@ -37,6 +37,7 @@ import attrs
 from morello.context import SynthesisContext
 from morello.cost import action_cost, action_peaks
 from morello.impl import Action, Impl
+from morello.search.exhaustive import fits
 from morello.search.expand import spec_actions
 from morello.search.solve import Memo, answerer, deep_recursion
 from morello.spec import Spec
@@ -135,7 +136,7 @@ class KBest:
         children = tuple(self._sample(c, rng, deviate) for c in action.children)
         cost = action_cost(spec, action, [c.cost for c in children], self.ctx)
         peaks = action_peaks(spec, action, [c.peaks for c in children], self.ctx)
-        if not all(p <= lim for p, lim in zip(peaks, spec.limits, strict=True)):
+        if not fits(spec, peaks):
             return best
         return Impl(spec, action, children, cost, peaks)
 
@@ -189,7 +190,7 @@ class KBest:
                 return None
             _, index, ranks, d = heapq.heappop(node.heap)
             node.last = (index, ranks)
-            if not all(p <= lim for p, lim in zip(d.peaks, spec.limits, strict=True)):
+            if not fits(spec, d.peaks):
                 continue
             if self.distinct_costs and node.found and node.found[-1].cost == d.cost:
                 continue
