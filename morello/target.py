@@ -53,6 +53,11 @@ class MemoryLevel:
             registers are one file of 16 (32 with AVX-512), and so are NEON's: a move into
             either level takes its registers from both (``Target.sharing``). Register
             levels of separate files (x86 integer registers) share nothing.
+        whole_specs: a cache (not addressed) that the hardware fills implicitly, such as
+            an L2 behind the L1: the search never moves one operand into it; instead a
+            Spec whose operands from the levels moving into it fit there all at once is
+            *resident* (the ``reside`` schema, ``morello.nodes.reside``), and its reads
+            after the first are priced at this level.
     """
 
     name: str
@@ -66,6 +71,7 @@ class MemoryLevel:
     moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
     shares: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    whole_specs: bool = False
 
     @role.validator
     def _known_role(self, _attr: attrs.Attribute[str], value: str) -> None:
@@ -313,6 +319,11 @@ class Target:
         for lv in self.levels:
             if lv.ways < 0:
                 raise ValueError(f"level {lv.name}: ways must not be negative, got {lv.ways}")
+            if lv.whole_specs and (lv.addressed or lv.counts_registers or lv.packs):
+                raise ValueError(
+                    f"level {lv.name} holds whole Specs but is addressed, registers or packs: "
+                    "only a cache that the hardware fills implicitly does"
+                )
             if lv.packs and lv.addressed:
                 raise ValueError(
                     f"level {lv.name} packs but is addressed: only a cache level packs "

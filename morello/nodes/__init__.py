@@ -15,5 +15,13 @@ from morello.nodes.kernel import KernelAction
 from morello.nodes.loop import LoopAction
 from morello.nodes.move import MoveAction
 from morello.nodes.parallel import ParallelLoopAction
+from morello.nodes.reside import ResideAction
 
-__all__ = ["BlockAction", "KernelAction", "LoopAction", "MoveAction", "ParallelLoopAction"]
+__all__ = [
+    "BlockAction",
+    "KernelAction",
+    "LoopAction",
+    "MoveAction",
+    "ParallelLoopAction",
+    "ResideAction",
+]

@@ -26,7 +26,7 @@ import attrs
 from morello.dtypes import dtype
 from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
-from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction
+from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction, ResideAction
 from morello.rules.graph import GraphOp
 from morello.spec import (
     Spec,
@@ -259,8 +259,46 @@ class ParallelTileOut:
                 )
 
 
+@attrs.frozen
+class Reside:
+    """Hold a Spec's whole working set in a cache the hardware fills implicitly.
+
+    For each level marked ``whole_specs`` that still has room in the Spec's limits: when
+    the operands living in levels that move into it fit there together, all of them move
+    there at once (a ``ResideAction``, which is forced: see ``morello.nodes.reside``).
+    """
+
+    name: str = "reside"
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """At most one residency per such level."""
+        target = ctx.target
+        for idx, level in enumerate(target.levels):
+            if not level.whole_specs or spec.limits[idx] == 0:
+                continue
+            moved = [
+                i
+                for i, ts in enumerate(spec.operands)
+                if level.name in target.level(ts.level).moves_to
+            ]
+            if not moved:
+                continue
+            units = 0
+            operands = list(spec.operands)
+            for i in moved:
+                operands[i] = attrs.evolve(spec.operands[i], level=level.name)
+                units += memory_units(operands[i], level, ctx.dtype(operands[i].dtype).size)
+            if units > spec.limits[idx]:
+                continue
+            limits = list(spec.limits)
+            limits[idx] = 0
+            serial = serial_over(spec, operands, ctx)
+            body = Spec(spec.op, tuple(operands), spec.accum, tuple(limits), serial)
+            yield ResideAction(self.name, level.name, tuple(moved), body)
+
+
 BUILTIN_SCHEMAS: Mapping[str, Schema] = {
-    s.name: s for s in (TileOut(), Split(), Move(), Pipeline(), ParallelTileOut())
+    s.name: s for s in (TileOut(), Split(), Move(), Pipeline(), ParallelTileOut(), Reside())
 }
 
 
@@ -373,7 +411,7 @@ def _moves(
             if only_level is not None and dest_name != only_level:
                 continue
             dest_level = target.level(dest_name)
-            if level_kind(dest_level) not in rule.into:
+            if dest_level.whole_specs or level_kind(dest_level) not in rule.into:
                 continue
             level_idx = target.level_index(dest_name)
             for layout_name, dest in _destinations(rule, ts, dest_level.name, ctx):

@@ -31,7 +31,8 @@ def spec_actions(
 ) -> list[Action]:
     """Every action applicable to ``spec``: matching kernels, then each rule's actions
     (only the kernels and rules called ``named``, if given; rules may offer only the
-    actions that could make decision ``making``)."""
+    actions that could make decision ``making``). When some action is ``forced``, only the
+    forced ones."""
     out: list[Action] = []
     for kernel in ctx.ruleset.kernels:
         if kernel.op != spec.op or (named is not None and kernel.name != named):
@@ -44,7 +45,9 @@ def spec_actions(
             continue
         narrow = None if making is None else getattr(rule, "actions_making", None)
         out.extend(rule.actions(spec, ctx) if narrow is None else narrow(spec, ctx, making))
-    return out
+    # A forced action (a cache the program cannot opt out of) is the only choice there is.
+    forced = [a for a in out if getattr(a, "forced", False)]
+    return forced or out
 
 
 def expand(

@@ -1,0 +1,139 @@
+"""Residency in a cache the hardware fills by itself (``MemoryLevel.whole_specs``).
+
+zen1 with a small L2 of that kind (a plugin in this module): a Spec whose main-memory
+operands fit there together is resident (one forced ``reside`` action), nothing is moved
+into the L2 one operand at a time, the DP still equals enumeration, and the C it makes
+computes the right answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+from spec_library import compile_spec_text
+
+from morello import CostCoefficients, hookimpl
+from morello.codegen import harness
+from morello.context import SynthesisContext, make_context
+from morello.cost import access_cost
+from morello.lang.spec_file import build_program, parse_spec_file
+from morello.nodes import MoveAction, ResideAction
+from morello.plugins import Plugins
+from morello.search import spec_actions
+from morello.search.exhaustive import exhaustive_search, impl_problems
+from morello.search.solve import synthesize
+from morello.spec import Spec
+from morello.target import MemoryLevel, Target
+
+L2_BYTES = 4096  # 64 lines: small products fit, 16^3 does not
+
+
+class _Zen1L2:
+    """zen1 with an L2 of ``L2_BYTES`` that holds whole Specs (a plugin)."""
+
+    @hookimpl
+    def morello_targets(self) -> list[Target]:
+        from morello_targets.zen1 import ZEN1
+
+        l2 = MemoryLevel(
+            name="L2", capacity=L2_BYTES, addressed=False, whole_specs=True, moves_to=("L1",)
+        )
+        gl, *rest = ZEN1.levels
+        gl = attrs.evolve(gl, moves_to=(*gl.moves_to, "L2"))
+        return [attrs.evolve(ZEN1, name="zen1_l2", levels=(gl, l2, *rest))]
+
+    @hookimpl
+    def morello_cost_coefficients(self, target: Target) -> CostCoefficients | None:
+        from morello_targets.zen1 import ZEN1, morello_cost_coefficients
+
+        if target.name != "zen1_l2":
+            return None
+        base = morello_cost_coefficients(ZEN1)
+        return attrs.evolve(base, level_hit={**base.level_hit, "L2": 6})
+
+
+@pytest.fixture(scope="module")
+def l2ctx() -> SynthesisContext:
+    return make_context("zen1_l2", Plugins(modules=[_Zen1L2()]), [], None)
+
+
+def _matmul(ctx: SynthesisContext, m: int, k: int, n: int) -> Spec:
+    text = f"func f(a: f32[{m}, {k}], b: f32[{k}, {n}]) -> c: f32[{m}, {n}] {{\n"
+    text += "    c = matmul(a, b)\n}\n"
+    (func,) = parse_spec_file("f.lark", text).funcs
+    return build_program(func, ctx).spec
+
+
+def test_a_whole_specs_level_must_be_a_plain_cache() -> None:
+    with pytest.raises(ValueError, match="holds whole Specs but is addressed"):
+        MemoryLevel(name="X", capacity=1024, whole_specs=True)
+        Target(
+            name="t",
+            description="",
+            levels=(MemoryLevel(name="X", capacity=1024, whole_specs=True),),
+        )
+
+
+def test_a_spec_that_fits_has_only_the_forced_residency(l2ctx: SynthesisContext) -> None:
+    spec = _matmul(l2ctx, 4, 4, 8)  # 4 + 4 + 4 lines
+    (action,) = spec_actions(spec, l2ctx)
+    assert isinstance(action, ResideAction)
+    assert action.operands == (0, 1, 2)
+    assert all(t.level == "L2" for t in action.body.operands)
+    l2 = l2ctx.target.level_index("L2")
+    assert action.body.limits[l2] == 0
+    # Resident, it is never resident again, and nothing is moved into L2 one by one.
+    body_actions = spec_actions(action.body, l2ctx)
+    assert not any(isinstance(a, ResideAction) for a in body_actions)
+    for a in spec_actions(spec.with_operands(spec.operands), l2ctx):
+        assert not (isinstance(a, MoveAction) and a.dest.level == "L2")
+    # The first touch of each line costs the difference of the two levels' prices.
+    fill = sum(
+        access_cost(src, l2ctx) - access_cost(dst, l2ctx)
+        for src, dst in zip(spec.operands, action.body.operands, strict=True)
+    )
+    assert fill > 0
+    assert action.cost(spec, [1000], l2ctx) == fill + 1000
+
+
+def test_a_spec_too_large_is_not_resident(l2ctx: SynthesisContext) -> None:
+    spec = _matmul(l2ctx, 16, 32, 32)  # 32 + 64 + 32 lines > 64
+    actions = spec_actions(spec, l2ctx)
+    assert actions and not any(isinstance(a, ResideAction) for a in actions)
+    impl, _ = synthesize(spec, l2ctx, {})
+    resident = [n for n in impl.walk() if isinstance(n.action, ResideAction)]
+    assert resident, "a tile of it fits the L2"
+    for node in resident:  # below a residency, nothing is in main memory any more
+        for below in node.walk():
+            if below is not node:
+                assert all(t.level != "GL" for t in below.spec.operands)
+    assert impl_problems(impl, l2ctx) == []
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 8), (2, 2, 8), (2, 3, 4)])
+def test_dp_equals_enumeration_with_residency(
+    l2ctx: SynthesisContext, shape: tuple[int, int, int]
+) -> None:
+    spec = _matmul(l2ctx, *shape)
+    impl, _ = synthesize(spec, l2ctx, {})
+    assert isinstance(impl.action, ResideAction)
+    oracle = exhaustive_search(spec, l2ctx, max_trees=30_000)
+    assert oracle.cost == impl.cost
+
+
+@pytest.mark.runs_code
+def test_resident_programs_match_numpy(ctx: SynthesisContext, tmp_path: Path) -> None:
+    if ctx.target.name != "zen1":
+        pytest.skip("zen1 with an L2: runs under the zen1 factor")
+    l2ctx = make_context("zen1_l2", Plugins(modules=[_Zen1L2()]), [], None)
+    text = (
+        "func small(a: f32[8, 8], b: f32[8, 8]) -> c: f32[8, 8] {\n    c = matmul(a, b)\n}\n"
+        "func big(a: f32[24, 40], b: f32[40, 32] col_major) -> c: f32[24, 32] {\n"
+        "    c = matmul(a, b)\n}\n"
+    )
+    built = compile_spec_text("reside", text, l2ctx, {}, tmp_path)
+    for name, (lib, program, impl) in built.items():
+        assert any(isinstance(n.action, ResideAction) for n in impl.walk()), name
+        harness.check(lib, program, l2ctx, seed=5)  # raises CheckFailed on a mismatch
