@@ -4,10 +4,11 @@ A schema turns a Spec into the actions one ``rewrite <schema> for <ops> ...`` li
 rule file offers. Built in: ``tile_out`` (loop over an output index), ``split`` (loop over a
 reduction index of an accumulating Spec), ``move`` (bring an operand into a faster level,
 possibly with a new layout), ``pipeline`` (compute a graph's first statement into a
-temporary, then the rest of the graph) and ``parallel_tile_out`` (loop over an output index
-on several threads, for Specs that may run in parallel). A size policy names the loop steps
-a tiling schema offers for an extent: ``pow2`` (1, 2, 4, ...), ``pow2_3`` (those and
-3 * 2^k) and ``all``.
+temporary, then the rest of the graph), ``parallel_tile_out`` (loop over an output index
+on several threads, for Specs that may run in parallel) and ``reside`` (a Spec's whole
+working set held in an outer cache the hardware fills, a forced action). A size policy
+names the loop steps a tiling schema offers for an extent: ``pow2`` (1, 2, 4, ...),
+``pow2_3`` (those and 3 * 2^k) and ``all``.
 Both kinds are found through the ``morello_rewrite_schemas`` and ``morello_size_policies``
 hooks; this module implements them for the built-ins and is registered by
 ``plugins.Plugins`` before any entry point, so a plugin adds a schema exactly as these are.
@@ -304,7 +305,7 @@ BUILTIN_SCHEMAS: Mapping[str, Schema] = {
 
 @hookimpl
 def morello_rewrite_schemas() -> list[Schema]:
-    """The built-in schemas: tile_out, split, move, pipeline, parallel_tile_out."""
+    """The built-in schemas: tile_out, split, move, pipeline, parallel_tile_out, reside."""
     return list(BUILTIN_SCHEMAS.values())
 
 
