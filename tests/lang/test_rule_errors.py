@@ -136,7 +136,7 @@ CHECK_ERRORS = [
     (
         "rewrite fuse for * sizes pow2\n",
         "{path}:1:9: error: unknown rewrite schema 'fuse' "
-        "(known: tile_out, split, move, pipeline, parallel_tile_out)",
+        "(known: tile_out, split, move, pipeline, parallel_tile_out, reside)",
     ),
     (
         "rewrite tile_out for * sizes odd\n",
