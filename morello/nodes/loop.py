@@ -3,8 +3,9 @@
 Cost: trips times the body, plus the tail once, plus two terms the affine model adds for
 loops: the latency of the dependency chains a reduction loop over register accumulators
 makes, and the streams a loop across runs of a read-once operand starts again (see
-``CostCoefficients``). C: a ``for`` loop, or the body repeated when an operand the index runs
-along lives in registers (registers cannot be indexed).
+``CostCoefficients``); less the fills of a whole-Spec cache that trips after the first do not
+repeat (``morello.nodes.reside.loop_reuse``). C: a ``for`` loop, or the body repeated when
+an operand the index runs along lives in registers (registers cannot be indexed).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import attrs
 from morello.codegen.c import Lin
 from morello.cost import lines_and_runs
 from morello.nodes.base import NodeBase
+from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
 
 if TYPE_CHECKING:
@@ -56,13 +58,16 @@ class LoopAction(NodeBase):
         return ("loop", self.rule, self.var, self.step)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
-        """Trips times the body, the tail once, chain latency and stream restarts."""
+        """Trips times the body, the tail once, chain latency and stream restarts, less the
+        cache fills that later trips do not repeat."""
         tail = child_costs[1] if self.tail is not None else 0
+        repeats = self.trips - 1 + (self.tail is not None)
         return (
             self.trips * child_costs[0]
             + tail
             + self._chain_cost(spec, ctx)
             + self._restart_cost(spec, ctx)
+            - loop_reuse(spec, self.body, self.var, repeats, ctx)
         )
 
     def _chain_cost(self, spec: Spec, ctx: SynthesisContext) -> int:

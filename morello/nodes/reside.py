@@ -14,6 +14,11 @@ prices; its body then pays the cache's price for every access, the first include
 that reads its data once thus costs what it did without the cache, and one that reads it
 again pays the cache's price for the repeats. The body's limit at the cache level is 0:
 nothing more is moved there. C: the body's, unchanged.
+
+Reuse across a loop: a loop whose step is resident (``loop_reuse``) keeps the operands it
+does not move along in the cache from one trip to the next, so only its first trip fills
+them; the loop takes the later trips' fills of those operands off its cost. (Most recently
+used lines stay in an LRU cache, and those operands are touched on every trip.)
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import attrs
 
 from morello.cost import access_cost
 from morello.nodes.base import NodeBase, max_peaks
-from morello.spec import Spec, memory_units, snap_up
+from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
 if TYPE_CHECKING:
     from morello.codegen.c import Emitter, View
@@ -84,3 +89,51 @@ class ResideAction(NodeBase):
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """The body over the same buffers: residency makes no code."""
         em.node(impl.children[0], views)
+
+
+def resident_operands(
+    spec: Spec, idx: int, ctx: SynthesisContext
+) -> tuple[tuple[int, ...], tuple[TensorSpec, ...]] | None:
+    """The operands of ``spec`` that residency in level ``idx`` (a ``whole_specs`` level)
+    moves there, and the Spec's operands after the move; None when the level has no room in
+    the Spec's limits, no operand lives in a level moving there, or they do not fit."""
+    target = ctx.target
+    level = target.levels[idx]
+    if not level.whole_specs or spec.limits[idx] == 0:
+        return None
+    moved = tuple(
+        i for i, ts in enumerate(spec.operands) if level.name in target.level(ts.level).moves_to
+    )
+    if not moved:
+        return None
+    operands = list(spec.operands)
+    units = 0
+    for i in moved:
+        operands[i] = attrs.evolve(spec.operands[i], level=level.name)
+        units += memory_units(operands[i], level, ctx.dtype(operands[i].dtype).size)
+    if units > spec.limits[idx]:
+        return None
+    return moved, tuple(operands)
+
+
+def loop_reuse(spec: Spec, body: Spec, var: str, repeats: int, ctx: SynthesisContext) -> int:
+    """The fills that ``repeats`` trips after a loop's first do not pay again.
+
+    ``spec`` is the loop's Spec, ``body`` its step's, ``var`` the index it runs over. When
+    the step is resident in a ``whole_specs`` level (a forced action, so its solution is
+    that residency), each operand the loop does not move along is the same data on every
+    trip and stays in the cache: only the first trip's fill of it is paid.
+    """
+    if not any(lv.whole_specs for lv in ctx.target.levels):
+        return 0
+    moving = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)}
+    saved = 0
+    for idx in range(len(ctx.target.levels)):
+        got = resident_operands(body, idx, ctx)
+        if got is None:
+            continue
+        moved, operands = got
+        for i in moved:
+            if i not in moving:
+                saved += max(0, access_cost(body.operands[i], ctx) - access_cost(operands[i], ctx))
+    return repeats * saved

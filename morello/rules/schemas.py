@@ -28,6 +28,7 @@ from morello.dtypes import dtype
 from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
 from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction, ResideAction
+from morello.nodes.reside import resident_operands
 from morello.rules.graph import GraphOp
 from morello.spec import (
     Spec,
@@ -273,29 +274,16 @@ class Reside:
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """At most one residency per such level."""
-        target = ctx.target
-        for idx, level in enumerate(target.levels):
-            if not level.whole_specs or spec.limits[idx] == 0:
+        for idx, level in enumerate(ctx.target.levels):
+            got = resident_operands(spec, idx, ctx)
+            if got is None:
                 continue
-            moved = [
-                i
-                for i, ts in enumerate(spec.operands)
-                if level.name in target.level(ts.level).moves_to
-            ]
-            if not moved:
-                continue
-            units = 0
-            operands = list(spec.operands)
-            for i in moved:
-                operands[i] = attrs.evolve(spec.operands[i], level=level.name)
-                units += memory_units(operands[i], level, ctx.dtype(operands[i].dtype).size)
-            if units > spec.limits[idx]:
-                continue
+            moved, operands = got
             limits = list(spec.limits)
             limits[idx] = 0
             serial = serial_over(spec, operands, ctx)
-            body = Spec(spec.op, tuple(operands), spec.accum, tuple(limits), serial)
-            yield ResideAction(self.name, level.name, tuple(moved), body)
+            body = Spec(spec.op, operands, spec.accum, tuple(limits), serial)
+            yield ResideAction(self.name, level.name, moved, body)
 
 
 BUILTIN_SCHEMAS: Mapping[str, Schema] = {

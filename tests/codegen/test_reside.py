@@ -2,8 +2,9 @@
 
 zen1 with a small L2 of that kind (a plugin in this module): a Spec whose main-memory
 operands fit there together is resident (one forced ``reside`` action), nothing is moved
-into the L2 one operand at a time, the DP still equals enumeration, and the C it makes
-computes the right answer.
+into the L2 one operand at a time, a loop of resident steps fills the operands it does not
+move along once, the DP still equals enumeration, and the C it makes computes the right
+answer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from morello.codegen import harness
 from morello.context import SynthesisContext, make_context
 from morello.cost import access_cost
 from morello.lang.spec_file import build_program, parse_spec_file
-from morello.nodes import MoveAction, ResideAction
+from morello.nodes import LoopAction, MoveAction, ResideAction
+from morello.nodes.reside import loop_reuse
 from morello.plugins import Plugins
 from morello.search import spec_actions
 from morello.search.exhaustive import exhaustive_search, impl_problems
@@ -40,8 +42,8 @@ class _Zen1L2:
         l2 = MemoryLevel(
             name="L2", capacity=L2_BYTES, addressed=False, whole_specs=True, moves_to=("L1",)
         )
-        gl, *rest = ZEN1.levels
-        gl = attrs.evolve(gl, moves_to=(*gl.moves_to, "L2"))
+        gl, *rest = (lv for lv in ZEN1.levels if lv.name != "L2")  # zen1's own L2 replaced
+        gl = attrs.evolve(gl, moves_to=(*(m for m in gl.moves_to if m != "L2"), "L2"))
         return [attrs.evolve(ZEN1, name="zen1_l2", levels=(gl, l2, *rest))]
 
     @hookimpl
@@ -111,6 +113,68 @@ def test_a_spec_too_large_is_not_resident(l2ctx: SynthesisContext) -> None:
     assert impl_problems(impl, l2ctx) == []
 
 
+def _loop(spec: Spec, ctx: SynthesisContext, var: str, step: int) -> LoopAction:
+    (loop,) = [
+        a
+        for a in spec_actions(spec, ctx)
+        if isinstance(a, LoopAction) and (a.var, a.step) == (var, step)
+    ]
+    return loop
+
+
+def _fill(spec: Spec, i: int, ctx: SynthesisContext) -> int:
+    resident = attrs.evolve(spec.operands[i], level="L2")
+    return access_cost(spec.operands[i], ctx) - access_cost(resident, ctx)
+
+
+def test_a_loop_of_resident_steps_fills_what_it_does_not_move_along_once(
+    l2ctx: SynthesisContext,
+) -> None:
+    spec = _matmul(l2ctx, 32, 16, 16)  # 32 + 16 + 32 lines > 64: not resident
+    assert not any(isinstance(a, ResideAction) for a in spec_actions(spec, l2ctx))
+    loop = _loop(spec, l2ctx, "m", 8)  # steps of 8 + 16 + 8 lines: each step is resident
+    assert isinstance(spec_actions(loop.body, l2ctx)[0], ResideAction)
+    # Along m, A and C move and B (operand 1) does not: trips 2..4 find B in the L2.
+    saved = 3 * _fill(loop.body, 1, l2ctx)
+    assert saved > 0
+    assert loop_reuse(spec, loop.body, "m", 3, l2ctx) == saved
+    plain = 4 * 1000 + loop._chain_cost(spec, l2ctx) + loop._restart_cost(spec, l2ctx)
+    assert loop.cost(spec, [1000], l2ctx) == plain - saved
+
+
+def test_a_reduction_loop_of_resident_steps_fills_its_output_once(
+    l2ctx: SynthesisContext,
+) -> None:
+    spec = attrs.evolve(_matmul(l2ctx, 16, 64, 8), accum=True)  # 64 + 64 + 16 lines
+    loop = _loop(spec, l2ctx, "k", 16)
+    assert loop_reuse(spec, loop.body, "k", 3, l2ctx) == 3 * _fill(loop.body, 2, l2ctx)
+
+
+def test_no_reuse_where_steps_are_not_resident(l2ctx: SynthesisContext) -> None:
+    spec = _matmul(l2ctx, 32, 64, 32)
+    loop = _loop(spec, l2ctx, "m", 16)  # a step of 16 + 128 + 32 lines does not fit
+    assert not any(isinstance(a, ResideAction) for a in spec_actions(loop.body, l2ctx))
+    assert loop_reuse(spec, loop.body, "m", loop.trips - 1, l2ctx) == 0
+    # Inside a residency (no room left at L2) the loop's operands are already there.
+    small = _matmul(l2ctx, 8, 8, 8)
+    (reside,) = spec_actions(small, l2ctx)
+    assert isinstance(reside, ResideAction)
+    inner = _loop(reside.body, l2ctx, "m", 4)
+    assert loop_reuse(reside.body, inner.body, "m", 1, l2ctx) == 0
+
+    # And on a target without such a level, never.
+    class NoL2(_Zen1L2):
+        @hookimpl
+        def morello_targets(self) -> list[Target]:
+            (target,) = super().morello_targets()
+            gl, _, *rest = target.levels
+            return [attrs.evolve(target, levels=(attrs.evolve(gl, moves_to=("L1",)), *rest))]
+
+    flat = make_context("zen1_l2", Plugins(modules=[NoL2()]), [], None)
+    plain = _matmul(flat, 32, 16, 16)
+    assert loop_reuse(plain, _loop(plain, flat, "m", 8).body, "m", 3, flat) == 0
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 8), (2, 2, 8), (2, 3, 4)])
 def test_dp_equals_enumeration_with_residency(
     l2ctx: SynthesisContext, shape: tuple[int, int, int]
@@ -120,6 +184,28 @@ def test_dp_equals_enumeration_with_residency(
     assert isinstance(impl.action, ResideAction)
     oracle = exhaustive_search(spec, l2ctx, max_trees=30_000)
     assert oracle.cost == impl.cost
+
+
+def test_dp_equals_enumeration_over_a_loop_of_resident_steps() -> None:
+    # An L2 of 4 lines: a 2x2x16 product (1 + 2 + 2 lines) is not resident, its steps along
+    # m (1 + 2 + 1) are, and the loop credits what they share.
+    class Tiny(_Zen1L2):
+        @hookimpl
+        def morello_targets(self) -> list[Target]:
+            (target,) = super().morello_targets()
+            levels = tuple(
+                attrs.evolve(lv, capacity=256) if lv.name == "L2" else lv for lv in target.levels
+            )
+            return [attrs.evolve(target, levels=levels)]
+
+    ctx = make_context("zen1_l2", Plugins(modules=[Tiny()]), [], None)
+    spec = _matmul(ctx, 2, 2, 16)
+    assert not any(isinstance(a, ResideAction) for a in spec_actions(spec, ctx))
+    impl, _ = synthesize(spec, ctx, {})
+    oracle = exhaustive_search(spec, ctx, max_trees=30_000)
+    assert oracle.cost == impl.cost
+    # The programs compared include loops that credit reuse (B, along m).
+    assert loop_reuse(spec, _loop(spec, ctx, "m", 1).body, "m", 1, ctx) > 0
 
 
 @pytest.mark.runs_code
