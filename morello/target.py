@@ -311,8 +311,12 @@ class Target:
     platform: Platform = attrs.field(factory=Platform)
     processors: int = 1
     peers: tuple[Peer, ...] = attrs.field(default=(), converter=tuple)
+    #: Indices of the levels that hold whole Specs (``MemoryLevel.whole_specs``), derived.
+    whole_specs_levels: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        whole = tuple(i for i, lv in enumerate(self.levels) if lv.whole_specs)
+        object.__setattr__(self, "whole_specs_levels", whole)
         names = [lv.name for lv in self.levels]
         if len(set(names)) != len(names):
             raise ValueError(f"target {self.name!r} declares a memory level twice")

@@ -66,10 +66,7 @@ class ResideAction(NodeBase):
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """The first touch of every resident line at the difference of the two prices."""
-        fill = 0
-        for i in self.operands:
-            src, dest = spec.operands[i], self.body.operands[i]
-            fill += max(0, access_cost(src, ctx) - access_cost(dest, ctx))
+        fill = sum(_fill(spec.operands[i], self.body.operands[i], ctx) for i in self.operands)
         return fill + sum(child_costs)
 
     def peaks(
@@ -94,12 +91,13 @@ class ResideAction(NodeBase):
 def resident_operands(
     spec: Spec, idx: int, ctx: SynthesisContext
 ) -> tuple[tuple[int, ...], tuple[TensorSpec, ...]] | None:
-    """The operands of ``spec`` that residency in level ``idx`` (a ``whole_specs`` level)
-    moves there, and the Spec's operands after the move; None when the level has no room in
-    the Spec's limits, no operand lives in a level moving there, or they do not fit."""
+    """The operands of ``spec`` that residency in level ``idx`` (one of
+    ``Target.whole_specs_levels``) moves there, and the Spec's operands after the move;
+    None when the level has no room in the Spec's limits, no operand lives in a level
+    moving there, or they do not fit."""
     target = ctx.target
     level = target.levels[idx]
-    if not level.whole_specs or spec.limits[idx] == 0:
+    if spec.limits[idx] == 0:
         return None
     moved = tuple(
         i for i, ts in enumerate(spec.operands) if level.name in target.level(ts.level).moves_to
@@ -124,16 +122,18 @@ def loop_reuse(spec: Spec, body: Spec, var: str, repeats: int, ctx: SynthesisCon
     that residency), each operand the loop does not move along is the same data on every
     trip and stays in the cache: only the first trip's fill of it is paid.
     """
-    if not any(lv.whole_specs for lv in ctx.target.levels):
-        return 0
-    moving = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)}
     saved = 0
-    for idx in range(len(ctx.target.levels)):
+    for idx in ctx.target.whole_specs_levels:  # on the search's hot path: usually none
         got = resident_operands(body, idx, ctx)
         if got is None:
             continue
         moved, operands = got
-        for i in moved:
-            if i not in moving:
-                saved += max(0, access_cost(body.operands[i], ctx) - access_cost(operands[i], ctx))
+        moving = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)}
+        saved += sum(_fill(body.operands[i], operands[i], ctx) for i in moved if i not in moving)
     return repeats * saved
+
+
+def _fill(src: TensorSpec, dest: TensorSpec, ctx: SynthesisContext) -> int:
+    """The first touch of an operand's lines moved from ``src`` into the cache, ``dest``:
+    the difference of the two levels' prices."""
+    return max(0, access_cost(src, ctx) - access_cost(dest, ctx))

@@ -274,7 +274,7 @@ class Reside:
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """At most one residency per such level."""
-        for idx, level in enumerate(ctx.target.levels):
+        for idx in ctx.target.whole_specs_levels:
             got = resident_operands(spec, idx, ctx)
             if got is None:
                 continue
@@ -283,7 +283,7 @@ class Reside:
             limits[idx] = 0
             serial = serial_over(spec, operands, ctx)
             body = Spec(spec.op, operands, spec.accum, tuple(limits), serial)
-            yield ResideAction(self.name, level.name, moved, body)
+            yield ResideAction(self.name, ctx.target.levels[idx].name, moved, body)
 
 
 BUILTIN_SCHEMAS: Mapping[str, Schema] = {
