@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from morello.spec import Spec, TensorSpec
+from morello.spec import lines_and_runs as spec_geometry
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -39,8 +40,7 @@ def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
 def lines_and_runs(ts: TensorSpec, ctx: SynthesisContext) -> tuple[int, int]:
     """Cache lines ``ts`` touches at its level, and its number of contiguous runs."""
     line_bytes = ctx.target.level(ts.level).line_bytes
-    lines = ts.layout.cache_lines(ts.shape, ctx.dtype(ts.dtype).size, line_bytes)
-    return lines, ts.layout.runs(ts.shape)
+    return spec_geometry(ts, ctx.dtype(ts.dtype).size, line_bytes)
 
 
 def action_cost(

@@ -8,6 +8,7 @@ form for their shapes), so equal goals are equal keys.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -43,13 +44,46 @@ class TensorSpec:
         return text
 
 
+_INTERNED: dict[TensorSpec, TensorSpec] = {}
+_INTERN_LIMIT = 1 << 20
+
+
+def interned(ts: TensorSpec) -> TensorSpec:
+    """The one object equal to ``ts`` that the search uses.
+
+    The search keys dictionaries by Specs and TensorSpecs. A lookup compares its key with
+    the stored one field by field unless they are the same object, so the tiles and moved
+    operands the rewrites make are interned (``schemas.tile_tensor``, ``_buffers_for``):
+    equal operands are then identical and most lookups stop at the identity check. The
+    table is bounded (emptied when it passes ``_INTERN_LIMIT`` entries), which only costs
+    the comparisons again.
+    """
+    found = _INTERNED.get(ts)
+    if found is not None:
+        return found
+    if len(_INTERNED) >= _INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[ts] = ts
+    return ts
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def lines_and_runs(ts: TensorSpec, elem_bytes: int, line_bytes: int) -> tuple[int, int]:
+    """Cache lines of ``line_bytes`` that ``ts`` touches, and its number of contiguous runs.
+
+    Memoized: the search asks this of the same tiles (mostly the same objects, see
+    ``schemas.tile_tensor``) for every loop, move and kernel it prices.
+    """
+    return ts.layout.cache_lines(ts.shape, elem_bytes, line_bytes), ts.layout.runs(ts.shape)
+
+
 def memory_units(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
     """What ``ts`` costs against the limit of ``level``: registers or cache lines."""
     if level.counts_registers:
         if ts.vector_size:
             return -(-ts.volume // ts.vector_size)
         return ts.volume
-    return ts.layout.cache_lines(ts.shape, elem_bytes, level.line_bytes)
+    return lines_and_runs(ts, elem_bytes, level.line_bytes)[0]
 
 
 def cache_ways(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
@@ -63,8 +97,7 @@ def cache_ways(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
     """
     if not level.ways or level.counts_registers:
         return 0
-    lines = ts.layout.cache_lines(ts.shape, elem_bytes, level.line_bytes)
-    runs = ts.layout.runs(ts.shape)
+    lines, runs = lines_and_runs(ts, elem_bytes, level.line_bytes)
     run_lines = -(-lines // runs)
     return runs * -(-run_lines // level.sets)
 

@@ -277,7 +277,7 @@ class Peer:
     )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class Target:
     """A hardware target, as registered by a plugin.
 

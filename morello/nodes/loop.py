@@ -105,7 +105,7 @@ class LoopAction(NodeBase):
             if restart == 0:
                 continue
             lines, runs = lines_and_runs(step, ctx)
-            if runs >= whole.layout.runs(whole.shape) or lines // runs < coeffs.stream_lines:
+            if runs >= lines_and_runs(whole, ctx)[1] or lines // runs < coeffs.stream_lines:
                 continue
             if not coeffs.streams(step.level, runs, lines // runs):
                 continue

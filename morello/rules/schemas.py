@@ -34,6 +34,7 @@ from morello.spec import (
     Spec,
     TensorSpec,
     cache_ways,
+    interned,
     memory_units,
     snap_down,
     subtract_limits,
@@ -344,7 +345,7 @@ def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
     layout = ts.layout.tile(ts.shape, shape)
     if layout is None:
         return None
-    new = TensorSpec(tuple(shape), ts.dtype, ts.level, layout, ts.vector_size)
+    new = interned(TensorSpec(tuple(shape), ts.dtype, ts.level, layout, ts.vector_size))
     # A tile of vector registers is whole registers: each of its contiguous runs a multiple
     # of the vector size (a row of a column-major register tile is not).
     vs = new.vector_size
@@ -449,7 +450,7 @@ def _destinations_for(
     lv = target.level(level)
     if not lv.addressed:
         # A cache holds the same bytes: same layout, same contiguity.
-        cached = attrs.evolve(ts, level=level, vector_size=None)
+        cached = interned(attrs.evolve(ts, level=level, vector_size=None))
         # Or a packed copy: a new, contiguous buffer in one of the layouts the level packs
         # into (and the rule allows). A copy the body could not tell from the cached view
         # (same layout, same contiguity) is left out: it would cost a copy, change nothing.
@@ -492,7 +493,7 @@ def _buffers_for(
     out: list[tuple[str | None, TensorSpec]] = []
     for name, layout in layouts:
         for vs in vector_sizes:
-            out.append((name, TensorSpec(ts.shape, ts.dtype, level, layout, vs)))
+            out.append((name, interned(TensorSpec(ts.shape, ts.dtype, level, layout, vs))))
     return tuple(out)
 
 
