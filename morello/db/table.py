@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import attrs
 
 from morello.db.boxes import BoxTable, Value
-from morello.db.coords import Key, limit_coord, spec_to_coords
+from morello.db.coords import Key, Point, limit_coord, spec_to_coords
 from morello.spec import Spec
 
 if TYPE_CHECKING:
@@ -130,6 +130,9 @@ class MemoTable:
         # resolving a stored decision walks its subtree, so it is done once per process.
         self.solutions: dict[Spec, Solution | None] = {}
         self._unsaved: dict[Spec, Any] = {}  # solved since the last flush, for the counters
+        # Coordinates of the Specs that ``get`` missed, which the search then solves and
+        # ``put``s: worked out once for both (a cache, emptied at each flush).
+        self._missed: dict[Spec, tuple[Key, Point]] = {}
         self._last_flush = time.monotonic()
 
     def table(self, key: Key) -> BoxTable:
@@ -144,7 +147,8 @@ class MemoTable:
 
     def put(self, spec: Spec, solution: Solution | None) -> None:
         """Store the solution (or the absence of one) of ``spec``."""
-        key, point = spec_to_coords(spec, self.ctx)
+        coords = self._missed.pop(spec, None)
+        key, point = coords if coords is not None else spec_to_coords(spec, self.ctx)
         nsize = len(self.ctx.ruleset.ops[spec.op].index_vars)
         table = self.table(key)
         self.puts += 1
@@ -174,6 +178,7 @@ class MemoTable:
             del self.tables[key]
             box = self.table(key).lookup(point)
         if box is None:
+            self._missed[spec] = (key, point)
             return MISSING
         if box.value is None:
             return None
@@ -182,6 +187,7 @@ class MemoTable:
     def flush(self) -> None:
         """Persist what changed (a no-op without a store or without changes)."""
         self._last_flush = time.monotonic()
+        self._missed.clear()
         if self.store is None or self.read_only or not self._dirty:
             return
         solved, pickled = self._counts()

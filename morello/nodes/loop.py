@@ -101,6 +101,8 @@ class LoopAction(NodeBase):
         points = None  # the size of the Spec's iteration space, computed when first needed
         total = 0
         for whole, step in zip(spec.operands, self.body.operands, strict=True):
+            if step is whole:  # the loop does not move along it (``_retile`` keeps it)
+                continue
             restart = coeffs.stream_restart.get(step.level, 0)
             if restart == 0:
                 continue
