@@ -31,6 +31,7 @@ import pytest
 from morello.codegen.blas import GemmCall, GemvCall, blas_calls, matmul_structure
 from morello.codegen.harness import random_inputs, reference, tolerance
 from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
+from morello.codegen.runner import host_features
 from morello.context import SynthesisContext, make_context
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.target import ARRAY_PEER_LIBRARIES, BLAS_PEER_LIBRARIES, Peer
@@ -312,23 +313,12 @@ def test_bench_reports_mkl_held_to_the_target_settings(
     assert peer.detail["ran"] == "SGEMM"
     assert peer.detail.get("threading") == "sequential", peer.detail
     isa = dict(mkl[0].env).get("MKL_ENABLE_INSTRUCTIONS")
-    if isa is not None and _cpu_vendor() == "GenuineIntel":
+    if isa is not None and "GenuineIntel" in (host_features("vendor_id") or ()):
         assert isa in peer.detail["isa"]
     elif isa is not None:
         # On other vendors' CPUs (an AMD EPYC here) MKL's log names no instruction set,
         # only its generic code path, so the limit cannot be read back from it.
         assert peer.detail["isa"] in (isa, "Intel(R) Architecture processors"), peer.detail
-
-
-def _cpu_vendor() -> str:
-    """/proc/cpuinfo's ``vendor_id`` (``GenuineIntel``, ``AuthenticAMD``), or ``""``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def test_missing_mkl_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
