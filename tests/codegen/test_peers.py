@@ -264,15 +264,25 @@ def _bench_json(target_name: str, spec: Path, tmp_path: Path) -> dict:
 def test_bench_json_openblas_within_15_percent_of_a_direct_c_loop(
     target_name: str, ctx: SynthesisContext, blas_direct: Path, tmp_path: Path
 ) -> None:
-    row = _bench_json(target_name, ROOT / "examples" / "matmul_64.lark", tmp_path)
-    openblas = row["peers"]["openblas"]
-    assert openblas["detail"]["threads"] == "1"
-    peer = PeerTiming(
-        "openblas", "openblas", "f32", openblas["routine"], None, {}, openblas["detail"], False
-    )  # type: ignore[arg-type]
     env = dict(next(p for p in ctx.target.peers if p.library == "openblas").env)
-    direct = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(3))
-    assert abs(openblas["seconds"] / direct - 1) < 0.15, (openblas["seconds"], direct)
+    # The machine is shared: a neighbour can slow either side of one comparison by a third. A
+    # benchmark that times the peer differently (another routine, another thread count, the
+    # call's overhead) is off in every attempt, so the comparison is repeated, bench and direct
+    # loop side by side, and one attempt within 15% passes.
+    seen = []
+    for _ in range(3):
+        row = _bench_json(target_name, ROOT / "examples" / "matmul_64.lark", tmp_path)
+        openblas = row["peers"]["openblas"]
+        assert openblas["detail"]["threads"] == "1"
+        peer = PeerTiming(
+            "openblas", "openblas", "f32", openblas["routine"], None, {}, openblas["detail"], False
+        )  # type: ignore[arg-type]
+        direct = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(5))
+        seen.append((openblas["seconds"], direct))
+        if abs(openblas["seconds"] / direct - 1) < 0.15:
+            break
+    else:
+        pytest.fail(f"bench and a direct C loop disagree by more than 15% in every attempt: {seen}")
     # The rest of the row: the array peers too, the limits, the ratio to each peer and the best.
     for named in ctx.target.peers:
         if named.library in ARRAY_PEER_LIBRARIES:
