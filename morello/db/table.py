@@ -15,6 +15,7 @@ killed run keeps its work. Without a store the table lives in memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import time
@@ -51,8 +52,10 @@ def _tupled(x: Any) -> Any:
     return x
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def key_text(key: Key) -> str:
-    """Stable text form of a table key (for storage)."""
+    """Stable text form of a table key (for storage; memoized, since every flush and
+    collect sorts the keys it writes by it)."""
     return json.dumps(_jsonable(key), separators=(",", ":"))
 
 
@@ -210,7 +213,8 @@ class MemoTable:
         boxes = {}
         for key in sorted(self._dirty, key=key_text):
             table = self.tables[key]
-            boxes[key] = [(b.lo, b.hi, b.value) for b in table.sorted_boxes() if b in table.fresh]
+            fresh = sorted(table.fresh, key=lambda b: (b.lo, b.hi))
+            boxes[key] = [(b.lo, b.hi, b.value) for b in fresh]
             table.fresh.clear()
         solved, pickled = self._counts()
         self._dirty.clear()
