@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -823,19 +822,19 @@ def _require_isa(solved: list[tuple[Program, Impl, SearchStats]], ctx: Synthesis
 def _check(
     c_text: str, solved: list[tuple[Program, Impl, SearchStats]], ctx: SynthesisContext
 ) -> None:
-    from morello.codegen.compile import compile_shared
+    from morello.codegen.compile import compile_shared, scratch_folder
     from morello.codegen.harness import check
 
     _require_isa(solved, ctx)
-    workdir = Path(tempfile.mkdtemp(prefix="morello-check-"))
-    lib = compile_shared(c_text, ctx.target, workdir)
-    for program, _, _ in solved:
-        result = check(lib, program, ctx)
-        print(
-            f"check passed: {program.name} matches NumPy "
-            f"(max abs error {result.max_abs_error:.3g}, allowed {result.max_allowed:.3g})",
-            file=sys.stderr,
-        )
+    with scratch_folder("morello-check-") as workdir:
+        lib = compile_shared(c_text, ctx.target, workdir)
+        for program, _, _ in solved:
+            result = check(lib, program, ctx)
+            print(
+                f"check passed: {program.name} matches NumPy "
+                f"(max abs error {result.max_abs_error:.3g}, allowed {result.max_allowed:.3g})",
+                file=sys.stderr,
+            )
 
 
 def format_impl(impl: Impl, ctx: SynthesisContext, depth: int = 0) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import pickle
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ import attrs
 import numpy as np
 
 from morello.codegen.array_code import array_function
+from morello.codegen.compile import scratch_folder
 from morello.codegen.harness import aligned_empty, compare
 from morello.codegen.peers import PeerMissing, PeerTiming, numpy_blas_detail, run_child
 from morello.codegen.timing import Timing, measure
@@ -82,41 +82,41 @@ def time_array_peers(
     if compute is None:
         why = f"array peers compute in f32 or f64, not {in_dt} into {spec.output.dtype}"
         return [PeerMissing(p.library, why) for p in peers]
-    folder = Path(workdir or tempfile.mkdtemp(prefix="morello-peers-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    op = ctx.ruleset.ops[spec.op]
-    base = {
-        **_write_operands(program, ctx, inputs, want, allowed, compute, folder),
-        "repeats": repeats,
-        "min_batch_s": min_batch_s,
-    }
-    copied = any(t.layout != row_major(len(t.shape)).canonical(t.shape) for t in ins)
-    results: list[PeerTiming | PeerMissing] = []
-    for peer in peers:
-        name = peer.library if compute == in_dt else f"{peer.library}_{compute}"
-        req_path = folder / f"{peer.library}-request.json"
-        request = {**base, "library": peer.library, "env": dict(peer.env)}
-        req_path.write_text(json.dumps(request), encoding="utf-8")
-        reply = run_child(peer, req_path, __name__)
-        if "unavailable" in reply:
-            results.append(PeerMissing(name, reply["unavailable"]))
-            continue
-        if "check_failed" in reply:
-            raise CheckFailed(f"peer {name}: {reply['check_failed']}")
-        routine = _routine(peer.library, op)
-        results.append(
-            PeerTiming(
-                name=name,
-                library=peer.library,
-                dtype=compute,
-                routine=routine,
-                timing=Timing(reply["median"], reply["low"], reply["high"]),
-                tried={routine: reply["median"]},
-                detail=reply["detail"],
-                copied=copied,
+    with scratch_folder("morello-peers-", workdir) as folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        op = ctx.ruleset.ops[spec.op]
+        base = {
+            **_write_operands(program, ctx, inputs, want, allowed, compute, folder),
+            "repeats": repeats,
+            "min_batch_s": min_batch_s,
+        }
+        copied = any(t.layout != row_major(len(t.shape)).canonical(t.shape) for t in ins)
+        results: list[PeerTiming | PeerMissing] = []
+        for peer in peers:
+            name = peer.library if compute == in_dt else f"{peer.library}_{compute}"
+            req_path = folder / f"{peer.library}-request.json"
+            request = {**base, "library": peer.library, "env": dict(peer.env)}
+            req_path.write_text(json.dumps(request), encoding="utf-8")
+            reply = run_child(peer, req_path, __name__)
+            if "unavailable" in reply:
+                results.append(PeerMissing(name, reply["unavailable"]))
+                continue
+            if "check_failed" in reply:
+                raise CheckFailed(f"peer {name}: {reply['check_failed']}")
+            routine = _routine(peer.library, op)
+            results.append(
+                PeerTiming(
+                    name=name,
+                    library=peer.library,
+                    dtype=compute,
+                    routine=routine,
+                    timing=Timing(reply["median"], reply["low"], reply["high"]),
+                    tried={routine: reply["median"]},
+                    detail=reply["detail"],
+                    copied=copied,
+                )
             )
-        )
-    return results
+        return results
 
 
 def _write_operands(

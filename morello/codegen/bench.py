@@ -14,14 +14,13 @@ NumPy reference before it is timed.
 from __future__ import annotations
 
 import ctypes
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from morello.codegen import runner
 from morello.codegen.array_peers import time_array_peers
-from morello.codegen.compile import compile_shared
+from morello.codegen.compile import compile_shared, scratch_folder
 from morello.codegen.harness import (
     aligned_empty,
     check,
@@ -150,7 +149,19 @@ def bench(
             nothing about the target, so none are taken).
     """
     require_native(ctx.target)
-    workdir = Path(tempfile.mkdtemp(prefix="morello-bench-"))
+    with scratch_folder("morello-bench-") as workdir:
+        return _bench_rows(label, solved, ctx, repeats, min_batch_s, workdir)
+
+
+def _bench_rows(
+    label: str,
+    solved: Sequence[tuple[Program, Impl, float]],
+    ctx: SynthesisContext,
+    repeats: int,
+    min_batch_s: float,
+    workdir: Path,
+) -> list[dict[str, Any]]:
+    """``bench``'s rows, its files in ``workdir``."""
     source = lower_to_c(label, [(p, i) for p, i, _ in solved], ctx)
     harness = "".join(timing_harness(p, ctx) for p, _, _ in solved)
     lib = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, workdir)

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from morello.codegen.runner import compiler_missing
 from morello.errors import CompileError
 from morello.target import Target
+
+#: Set (to anything) to keep the scratch folders of ``--check``, ``bench`` and ``fidelity``.
+KEEP_FILES_ENV = "MORELLO_KEEP_FILES"
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str, given: Path | None = None) -> Iterator[Path]:
+    """A folder for one command's sources, libraries and data files: ``given`` if not None
+    (the caller's, left alone), else a new one in the system's temporary directory, removed
+    when the block ends normally. It is kept when the block raises (a compile error names
+    the files in it) or when ``MORELLO_KEEP_FILES`` is set in the environment."""
+    if given is not None:
+        yield Path(given)
+        return
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    yield folder  # an exception propagates from here and the folder stays
+    if not os.environ.get(KEEP_FILES_ENV):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def needs_openmp(c_text: str) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import random
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import attrs
 
 from morello.codegen.bench import require_native, timed_batch, timing_buffers, timing_harness
 from morello.codegen.c import lower_function
-from morello.codegen.compile import compile_shared
+from morello.codegen.compile import compile_shared, scratch_folder
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
 from morello.codegen.timing import PRELUDE, Timing, measure_interleaved
@@ -101,19 +100,19 @@ def time_impls(
         MorelloError: the target's code does not run natively here.
     """
     require_native(ctx.target, "fidelity")
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="morello-fidelity-"))
-    variants = [attrs.evolve(program, name=f"{program.name}_r{i}") for i in range(len(impls))]
-    source = lower_to_c("fidelity", list(zip(variants, impls, strict=True)), ctx)
-    harness = "".join(timing_harness(v, ctx) for v in variants)
-    lib_path = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, workdir)
-    for v in variants:
-        check(lib_path, v, ctx)
-    lib = ctypes.CDLL(str(lib_path))
-    bufs, ptrs = timing_buffers(program, ctx)  # one set for all: they compute the same
-    batches = [timed_batch(lib, v.name, ptrs) for v in variants]
-    timings = measure_interleaved(batches, repeats, min_batch_s)
-    del bufs
-    return timings
+    with scratch_folder("morello-fidelity-", workdir) as folder:
+        variants = [attrs.evolve(program, name=f"{program.name}_r{i}") for i in range(len(impls))]
+        source = lower_to_c("fidelity", list(zip(variants, impls, strict=True)), ctx)
+        harness = "".join(timing_harness(v, ctx) for v in variants)
+        lib_path = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, folder)
+        for v in variants:
+            check(lib_path, v, ctx)
+        lib = ctypes.CDLL(str(lib_path))
+        bufs, ptrs = timing_buffers(program, ctx)  # one set for all: they compute the same
+        batches = [timed_batch(lib, v.name, ptrs) for v in variants]
+        timings = measure_interleaved(batches, repeats, min_batch_s)
+        del bufs
+        return timings
 
 
 def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:

@@ -30,7 +30,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from morello.codegen.blas import (
     blas_calls,
     blas_layout,
 )
-from morello.codegen.compile import compile_shared
+from morello.codegen.compile import compile_shared, scratch_folder
 from morello.codegen.harness import aligned_empty, buffer_offsets, compare, to_buffer
 from morello.codegen.timing import PRELUDE, Timing, measure, timed_loop
 from morello.context import SynthesisContext
@@ -173,63 +172,63 @@ def time_peers(
     calls = blas_calls(opdef, spec) if isinstance(opdef, OpDef) else []  # a graph: none
     if not calls:
         return []
-    folder = Path(workdir or tempfile.mkdtemp(prefix="morello-peers-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    harness = compile_shared(harness_source(), ctx.target, folder, name="peers")
-    logical = [inputs[n] for n in program.operand_params[:-1]]
-    np.save(folder / "want.npy", want)
-    np.save(folder / "allowed.npy", allowed)
-    jobs = _jobs(ctx, spec.operands, logical, calls, folder)
-    results: list[PeerTiming | PeerMissing] = []
-    for peer in ctx.target.peers:
-        if peer.library not in BLAS_PEER_LIBRARIES:
-            continue  # an array peer (array_peers.py)
-        request = {
-            "library": peer.library,
-            "harness": str(harness),
-            "jobs": jobs,
-            "want": str(folder / "want.npy"),
-            "allowed": str(folder / "allowed.npy"),
-            "repeats": repeats,
-            "min_batch_s": min_batch_s,
-            "verbose_log": str(folder / f"{peer.library}-verbose.log"),
-            "skip": dict(peer.skip),
-        }
-        req_path = folder / f"{peer.library}-request.json"
-        req_path.write_text(json.dumps(request), encoding="utf-8")
-        reply = run_child(peer, req_path, __name__)
-        if "unavailable" in reply:
-            results.extend(PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs)
-            continue
-        for job, out in zip(jobs, reply["jobs"], strict=True):
-            name = _peer_name(peer, job)
-            ran = [c for c in out["calls"] if "median" in c]
-            bad = [c for c in out["calls"] if "check_failed" in c]
-            if bad:
-                raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
-            if not ran:
-                reasons = "; ".join(c["skipped"] for c in out["calls"])
-                out_dt = spec.output.dtype
+    with scratch_folder("morello-peers-", workdir) as folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        harness = compile_shared(harness_source(), ctx.target, folder, name="peers")
+        logical = [inputs[n] for n in program.operand_params[:-1]]
+        np.save(folder / "want.npy", want)
+        np.save(folder / "allowed.npy", allowed)
+        jobs = _jobs(ctx, spec.operands, logical, calls, folder)
+        results: list[PeerTiming | PeerMissing] = []
+        for peer in ctx.target.peers:
+            if peer.library not in BLAS_PEER_LIBRARIES:
+                continue  # an array peer (array_peers.py)
+            request = {
+                "library": peer.library,
+                "harness": str(harness),
+                "jobs": jobs,
+                "want": str(folder / "want.npy"),
+                "allowed": str(folder / "allowed.npy"),
+                "repeats": repeats,
+                "min_batch_s": min_batch_s,
+                "verbose_log": str(folder / f"{peer.library}-verbose.log"),
+                "skip": dict(peer.skip),
+            }
+            req_path = folder / f"{peer.library}-request.json"
+            req_path.write_text(json.dumps(request), encoding="utf-8")
+            reply = run_child(peer, req_path, __name__)
+            if "unavailable" in reply:
+                results.extend(PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs)
+                continue
+            for job, out in zip(jobs, reply["jobs"], strict=True):
+                name = _peer_name(peer, job)
+                ran = [c for c in out["calls"] if "median" in c]
+                bad = [c for c in out["calls"] if "check_failed" in c]
+                if bad:
+                    raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
+                if not ran:
+                    reasons = "; ".join(c["skipped"] for c in out["calls"])
+                    out_dt = spec.output.dtype
+                    results.append(
+                        PeerMissing(
+                            name, reasons or f"BLAS has no {job['dtype']} product into {out_dt}"
+                        )
+                    )
+                    continue
+                best = min(ran, key=lambda c: c["median"])
                 results.append(
-                    PeerMissing(
-                        name, reasons or f"BLAS has no {job['dtype']} product into {out_dt}"
+                    PeerTiming(
+                        name=name,
+                        library=peer.library,
+                        dtype=job["dtype"],
+                        routine=best["symbol"],
+                        timing=Timing(best["median"], best["low"], best["high"]),
+                        tried={c["symbol"]: c["median"] for c in ran},
+                        detail={**reply["detail"], **best.get("detail", {})},
+                        copied=job["copied"],
                     )
                 )
-                continue
-            best = min(ran, key=lambda c: c["median"])
-            results.append(
-                PeerTiming(
-                    name=name,
-                    library=peer.library,
-                    dtype=job["dtype"],
-                    routine=best["symbol"],
-                    timing=Timing(best["median"], best["low"], best["high"]),
-                    tried={c["symbol"]: c["median"] for c in ran},
-                    detail={**reply["detail"], **best.get("detail", {})},
-                    copied=job["copied"],
-                )
-            )
-    return results
+        return results
 
 
 def _peer_name(peer: Peer, job: Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ target or architecture by name.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import platform
@@ -216,6 +217,7 @@ def emulation_driver(target: Target) -> Path:
     if missing:
         raise CompileError(missing)
     folder = Path(tempfile.mkdtemp(prefix=f"morello-driver-{target.name}-"))
+    atexit.register(shutil.rmtree, folder, True)  # kept for the process, removed at its exit
     src = folder / "driver.c"
     exe = folder / "driver"
     src.write_text(_driver_source(), encoding="utf-8")

@@ -8,13 +8,14 @@ which synthesis picks because it looks cheaper.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from morello.cli import main
 from morello.codegen import harness
-from morello.codegen.compile import compile_shared
+from morello.codegen.compile import KEEP_FILES_ENV, compile_shared
 from morello.context import SynthesisContext
 from morello.errors import CheckFailed, ExitCode
 from morello.lang.spec_file import build_program, parse_spec_file
@@ -76,3 +77,37 @@ def test_cli_check_exits_1_when_a_kernel_is_wrong(
     assert code == ExitCode.CHECK_FAILED == 1
     (line,) = err.splitlines()
     assert line.startswith("morello: error: check failed for f: max abs error ")
+
+
+@pytest.mark.runs_code
+@pytest.mark.parametrize("case", ["passes", "fails", "kept"])
+def test_cli_check_removes_its_scratch_folder_unless_it_failed_or_is_asked_to_keep_it(
+    case: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    target_name: str,
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where mkdtemp makes folders
+    monkeypatch.delenv(KEEP_FILES_ENV, raising=False)
+    if case == "kept":
+        monkeypatch.setenv(KEEP_FILES_ENV, "1")
+    spec = tmp_path / "f.lark"
+    spec.write_text(SPEC, encoding="utf-8")
+    args = ["--target", target_name, "--no-db", "--check", "-o", str(tmp_path / "f.c")]
+    if case == "fails":
+        rules = tmp_path / "wrong.rules"
+        rules.write_text(WRONG_RULES, encoding="utf-8")
+        args += ["--rules", str(rules)]
+    code = main([*args, str(spec)])
+    capsys.readouterr()
+    assert code == (ExitCode.CHECK_FAILED if case == "fails" else 0)
+    left = [p.name for p in scratch.iterdir()]
+    if case == "passes":
+        assert left == []
+    else:
+        (folder,) = left  # the C and the library, for a look at what went wrong
+        assert folder.startswith("morello-check-")
+        assert (scratch / folder / "morello_unit.c").is_file()
