@@ -63,8 +63,12 @@ def test_check_raises_on_a_wrong_answer_with_the_first_mismatch(
 
 @pytest.mark.runs_code
 def test_cli_check_exits_1_when_a_kernel_is_wrong(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target_name: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the kept scratch folder goes here
     rules = tmp_path / "wrong.rules"
     rules.write_text(WRONG_RULES, encoding="utf-8")
     spec = tmp_path / "f.lark"
