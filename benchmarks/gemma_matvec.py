@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -65,6 +66,7 @@ def main() -> int:
             f"(64 MiB) GB/s; {b['fraction_of_limit']:.0%}",
             file=sys.stderr,
         )
+    shutil.rmtree(db.parent, ignore_errors=True)  # the cold table and the C, done with
     peer_names = sorted({n for b in benches for n in b["peers"]})
     missing = {n: why for b in benches for n, why in b["peers_missing"].items()}
     lines = [

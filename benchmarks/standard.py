@@ -25,6 +25,7 @@ import argparse
 import collections
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,6 +110,7 @@ def main() -> int:
             )
             for _ in range(args.runs)
         ]
+        shutil.rmtree(db.parent, ignore_errors=True)  # the cold table and the C, done with
         rows.append((name, stats, benches))
         print(f"{name}: {summary(benches)}", file=sys.stderr)
     if args.set == "graphs":
