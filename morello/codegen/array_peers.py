@@ -83,7 +83,6 @@ def time_array_peers(
         why = f"array peers compute in f32 or f64, not {in_dt} into {spec.output.dtype}"
         return [PeerMissing(p.library, why) for p in peers]
     with scratch_folder("morello-peers-", workdir) as folder:
-        folder.mkdir(parents=True, exist_ok=True)
         op = ctx.ruleset.ops[spec.op]
         base = {
             **_write_operands(program, ctx, inputs, want, allowed, compute, folder),

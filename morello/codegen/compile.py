@@ -21,10 +21,12 @@ KEEP_FILES_ENV = "MORELLO_KEEP_FILES"
 @contextlib.contextmanager
 def scratch_folder(prefix: str, given: Path | None = None) -> Iterator[Path]:
     """A folder for one command's sources, libraries and data files: ``given`` if not None
-    (the caller's, left alone), else a new one in the system's temporary directory, removed
-    when the block ends normally. It is kept when the block raises (a compile error names
-    the files in it) or when ``MORELLO_KEEP_FILES`` is set in the environment."""
+    (the caller's, made if missing and never removed), else a new one in the system's
+    temporary directory, removed when the block ends normally. It is kept when the block
+    raises (a compile error names the files in it) or when ``MORELLO_KEEP_FILES`` is set in
+    the environment."""
     if given is not None:
+        Path(given).mkdir(parents=True, exist_ok=True)
         yield Path(given)
         return
     folder = Path(tempfile.mkdtemp(prefix=prefix))

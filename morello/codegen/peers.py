@@ -173,7 +173,6 @@ def time_peers(
     if not calls:
         return []
     with scratch_folder("morello-peers-", workdir) as folder:
-        folder.mkdir(parents=True, exist_ok=True)
         harness = compile_shared(harness_source(), ctx.target, folder, name="peers")
         logical = [inputs[n] for n in program.operand_params[:-1]]
         np.save(folder / "want.npy", want)
