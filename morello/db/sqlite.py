@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import operator
 import os
 import sqlite3
 import struct
@@ -180,9 +181,12 @@ def encode_boxes(boxes: list[Box], ids: list[int], ndim: int) -> bytes:
     """The blob of a key's boxes: a header, then columns of small integers, compressed."""
     n = len(boxes)
     coords: list[int] = []
-    for axis in range(ndim):
-        coords.extend(b.lo[axis] for b in boxes)
-        coords.extend(b.hi[axis] - b.lo[axis] for b in boxes)
+    if boxes:
+        lo_cols = list(zip(*(b.lo for b in boxes), strict=True))  # one tuple per axis
+        hi_cols = list(zip(*(b.hi for b in boxes), strict=True))
+        for axis in range(ndim):
+            coords.extend(lo_cols[axis])
+            coords.extend(map(operator.sub, hi_cols[axis], lo_cols[axis]))
     top = max(coords, default=0)
     code = "B" if top < 1 << 8 else "H" if top < 1 << 16 else "I"
     cols = array(code, coords)
@@ -210,12 +214,17 @@ def decode_boxes(blob: bytes) -> tuple[list[tuple[Point, Point]], list[int]]:
         idcol.byteswap()
     if len(idcol) != n:
         raise ValueError(f"a row of {n} boxes holds {len(idcol)} decisions")
-    corners = []
-    for j in range(n):
-        lo = tuple(cols[2 * axis * n + j] for axis in range(ndim))
-        ext = tuple(cols[(2 * axis + 1) * n + j] for axis in range(ndim))
-        corners.append((lo, tuple(a + e for a, e in zip(lo, ext, strict=True))))
-    return corners, list(idcol)
+    if ndim == 0:
+        return [((), ())] * n, list(idcol)
+    # Whole columns at a time (C loops): each axis's first corners, then the last corners as
+    # first corner plus extent; zip turns the columns back into one point per box.
+    los = [cols[2 * axis * n : (2 * axis + 1) * n] for axis in range(ndim)]
+    his = [
+        list(map(operator.add, lo, cols[(2 * axis + 1) * n : (2 * axis + 2) * n]))
+        for axis, lo in enumerate(los)
+    ]
+    points = zip(zip(*los, strict=True), zip(*his, strict=True), strict=True)
+    return list(points), list(idcol)
 
 
 class SqliteStore:
