@@ -19,7 +19,11 @@ smaller first, so most of what a stage needs was stored by earlier ones; a stage
 grouped into tasks by shape (all layouts and dtypes of one shape share most sub-problems).
 Workers (a ``distributed.LocalCluster`` by default, or the cluster at ``--scheduler``) read
 the table file, solve their task in memory and send back the boxes they found; this process
-is the one writer: it merges them into the file, one short transaction at a time. A goal
+is the one writer: it merges them into the file, one short transaction at a time. With the
+boxes, a worker sends the Specs it solved with their costs, which the writer passes on to
+the other workers through the file (``MemoTable.refresh``): a stored decision alone would
+have to be resolved again, walking its subtree, and with two workers most of what one needs
+the other solved. A goal
 already answered by the table is not submitted again, so an interrupted run resumes where it
 stopped; a lock file keeps two precomputes from filling one file at once.
 """
@@ -162,6 +166,8 @@ _CONTEXTS: dict[tuple[Any, ...], SynthesisContext] = {}
 _TABLES: dict[tuple[str, int], MemoTable] = {}
 _FLUSH_EVERY_S = 2.0
 _MAX_KEPT = 400_000  # solutions a worker keeps between tasks (a few hundred MB)
+# This process as a source of shared solutions (pids may repeat across a cluster's hosts).
+_SOURCE = f"{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def _worker_context(target: str, rules: tuple[str, ...], threads: int) -> SynthesisContext:
@@ -177,21 +183,22 @@ def _worker_context(target: str, rules: tuple[str, ...], threads: int) -> Synthe
 
 def solve_task(
     target: str, rules: tuple[str, ...], threads: int, db: str, goals: tuple[Spec, ...]
-) -> tuple[dict[Key, list[Any]], int, int, int, int]:
+) -> tuple[dict[Key, list[Any]], int, int, bytes, str, int, int]:
     """Solve ``goals`` against the table at ``db`` (read only). Returns the boxes found (by
-    table key), the Specs solved and their pickled size, goals solved, goals with no
-    implementation."""
+    table key), the Specs solved, their pickled size and the pickle itself (solutions with
+    costs, for the other workers), this worker's name as their source, goals solved, goals
+    with no implementation."""
     from morello.db.sqlite import open_table
     from morello.search.solve import synthesize
 
     ctx = _worker_context(target, rules, threads)
     # One read-only table per worker process and file, kept from task to task with the
-    # solutions it resolved; keys the writer stored since are read again on a miss.
+    # solutions it resolved; keys the writer stored since are read again on a miss, and the
+    # solutions other workers sent are taken in with their costs.
     memo = _TABLES.get((db, id(ctx)))
     if memo is None:
         memo = _TABLES[(db, id(ctx))] = open_table(db, ctx, read_only=True)
-    else:
-        memo.refresh()
+    memo.refresh(_SOURCE)
     solved_goals = unsat = 0
     for spec in goals:
         if memo.get(spec) is not MISSING:
@@ -201,10 +208,10 @@ def solve_task(
             solved_goals += 1
         except NoImplementationError:
             unsat += 1
-    boxes, solved, pickled = memo.collect()
+    boxes, solved, pickled, shared = memo.collect()
     if len(memo.solutions) > _MAX_KEPT:
         memo.solutions.clear()  # bound the worker's memory; they are resolved again if needed
-    return boxes, solved, pickled, solved_goals, unsat
+    return boxes, solved, pickled, shared, _SOURCE, solved_goals, unsat
 
 
 # ---- the driver side -----------------------------------------------------------------------
@@ -268,11 +275,13 @@ def precompute(
             todo = [(shape, s) for shape, s in goals if table.get(s) is MISSING]
             stages = plan(todo, lattice)
             table.release()
+            assert isinstance(table.store, SqliteStore)
+            table.store.drop_shared()  # what an interrupted run passed between its workers
             counts = _run_stages(
                 ctx, table, stages, db, tuple(rules), workers, scheduler, connect_timeout, progress
             )
             table.flush()
-            assert isinstance(table.store, SqliteStore)
+            table.store.drop_shared()
             table.store.compact()
         finally:
             table.close()
@@ -358,8 +367,8 @@ def _run_stages(
             ]
             sizes = {f.key: len(t.goals) for f, t in zip(futures, tasks, strict=True)}
             for future in distributed.as_completed(futures):
-                boxes, solved, pickled, done, none = future.result()
-                table.absorb(boxes, solved, pickled)
+                boxes, solved, pickled, shared, source, done, none = future.result()
+                table.absorb(boxes, solved, pickled, shared, source)
                 if time.monotonic() - last_flush > _FLUSH_EVERY_S:
                     table.flush()  # one short transaction every few seconds
                     last_flush = time.monotonic()

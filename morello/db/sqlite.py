@@ -16,6 +16,10 @@ mode): a process killed mid-run leaves the last committed state, concurrent writ
 the lock, and a writer first merges into its boxes whatever another process stored for the
 same key since it read it (each row carries a revision), so no one's work is overwritten.
 Boxes never contradict each other, so merged tables stay consistent.
+
+While a precompute runs, a ``shared`` table also holds batches of pickled solutions with
+their costs, which its writer passes from each worker to the others (``SqliteStore.share``);
+the precompute drops it when it ends (and when it starts, after an interrupted run).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import contextlib
 import hashlib
 import operator
 import os
+import pickle
 import sqlite3
 import struct
 import sys
@@ -39,6 +44,7 @@ from morello.db.boxes import Box, BoxTable, Point, Value
 from morello.db.coords import Key
 from morello.db.table import MemoTable, key_text, value_from_text, value_text
 from morello.errors import MemoTableError
+from morello.spec import Spec
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -71,6 +77,16 @@ CREATE TABLE IF NOT EXISTS tables (
 );
 """
 _TABLES: Final = frozenset({"meta", "namespaces", "decisions", "tables"})
+#: Solutions with their costs, pickled, that a precompute's writer passes from each worker to
+#: the others while it runs (``SqliteStore.share``); dropped when the precompute ends.
+_SHARED_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS shared (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns TEXT NOT NULL,
+    src TEXT NOT NULL,
+    blob BLOB NOT NULL
+)
+"""
 
 
 def default_db_path(target_name: str) -> Path:
@@ -339,6 +355,42 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             raise self._damaged(exc) from None
         return [k for k, t in memo.tables.items() if revs.get(self._row_id(k), 0) != t.rev]
+
+    def share(self, batches: list[tuple[str, bytes]]) -> None:
+        """Keep batches of pickled solutions for the other readers of the file (a precompute's
+        workers), in the ``shared`` table, which ``drop_shared`` removes; tagged with their
+        source and this namespace."""
+        with self._transaction(f"cannot write memo table {self.path}"):
+            self.conn.execute(_SHARED_SCHEMA)
+            self.conn.executemany(
+                "INSERT INTO shared (ns, src, blob) VALUES (?, ?, ?)",
+                [(self.ns, source, blob) for source, blob in batches],
+            )
+
+    def shared(self, after: int, source: str) -> tuple[int, list[dict[Spec, Any]]]:
+        """The batches of this namespace kept after number ``after`` by sources other than
+        ``source`` (unpickled), and the number of the last batch kept (``after`` if none)."""
+        try:
+            rows = self.conn.execute(
+                "SELECT seq, src, blob FROM shared WHERE seq > ? AND ns = ? ORDER BY seq",
+                (after, self.ns),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return after, []
+            raise self._damaged(exc) from None
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+        last = rows[-1][0] if rows else after
+        try:
+            return last, [pickle.loads(blob) for _, src, blob in rows if src != source]
+        except Exception as exc:  # any failure to unpickle: the file is damaged
+            raise self._damaged(exc) from None
+
+    def drop_shared(self) -> None:
+        """Remove the batches ``share`` kept (a precompute's, at its start and end)."""
+        with self._transaction(f"cannot write memo table {self.path}"):
+            self.conn.execute("DROP TABLE IF EXISTS shared")
 
     def _intern(self, value: Value) -> int:
         if value is None:

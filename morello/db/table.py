@@ -103,6 +103,13 @@ class Store(Protocol):
     def changed_keys(self, memo: MemoTable) -> list[Key]:
         """The keys of ``memo``'s box tables that were stored since they were read."""
 
+    def share(self, batches: list[tuple[str, bytes]]) -> None:
+        """Keep ``(source, pickled solutions)`` batches for other readers (``shared``)."""
+
+    def shared(self, after: int, source: str) -> tuple[int, list[dict[Spec, Any]]]:
+        """The batches kept since number ``after`` that ``source`` did not send (unpickled),
+        and the number of the last one kept."""
+
     def close(self) -> None:
         """Release the store."""
 
@@ -131,12 +138,15 @@ class MemoTable:
         self._stale: set[Key] = set()  # keys stored elsewhere since they were read (refresh)
         # Solutions this process found or resolved, with their actions, costs and peaks:
         # resolving a stored decision walks its subtree, so it is done once per process.
-        self.solutions: dict[Spec, Solution | None] = {}
+        # Those another process found (``refresh``) are Stored: decision, cost and peaks.
+        self.solutions: dict[Spec, Solution | Stored | None] = {}
         self._unsaved: dict[Spec, Any] = {}  # solved since the last flush, for the counters
         # Coordinates of the Specs that ``get`` missed, which the search then solves and
         # ``put``s: worked out once for both (a cache, emptied at each flush).
         self._missed: dict[Spec, tuple[Key, Point]] = {}
         self._last_flush = time.monotonic()
+        self._outgoing: list[tuple[str, bytes]] = []  # absorbed solutions, shared at flush
+        self._shared_seen = 0  # the last batch of shared solutions read (``refresh``)
 
     def table(self, key: Key) -> BoxTable:
         """The box table of ``key``, read from the store the first time."""
@@ -193,40 +203,56 @@ class MemoTable:
         self._missed.clear()
         if self.store is None or self.read_only or not self._dirty:
             return
-        solved, pickled = self._counts()
+        solved, pickled, _ = self._counts()
         self.store.save(self, sorted(self._dirty, key=key_text), solved, pickled)
+        if self._outgoing:
+            self.store.share(self._outgoing)
+            self._outgoing = []
         self._dirty.clear()
         self._unsaved.clear()
         self._counted = (0, 0)
 
-    def _counts(self) -> tuple[int, int]:
-        """Specs solved since the last flush, and their size as a pickled dict."""
+    def _counts(self) -> tuple[int, int, bytes]:
+        """Specs solved since the last flush, their size as a pickled dict, and that dict
+        (Spec -> (decision, cost, peaks), or None for no implementation) pickled."""
         solved = len(self._unsaved) + self._counted[0]
         pickled = self._counted[1]
+        blob = b""
         if self._unsaved:
-            pickled += len(pickle.dumps(self._unsaved, protocol=pickle.HIGHEST_PROTOCOL))
-        return solved, pickled
+            blob = pickle.dumps(self._unsaved, protocol=pickle.HIGHEST_PROTOCOL)
+            pickled += len(blob)
+        return solved, pickled, blob
 
-    def collect(self) -> tuple[dict[Key, list[tuple[Any, Any, Value]]], int, int]:
+    def collect(self) -> tuple[dict[Key, list[tuple[Any, Any, Value]]], int, int, bytes]:
         """The boxes added since the last ``collect`` (by table key), how many Specs were
-        solved, and their size as a pickled dict; forgets them (they are not written)."""
+        solved, their size as a pickled dict, and that dict (for ``absorb``'s ``shared``);
+        forgets them (they are not written)."""
         boxes = {}
         for key in sorted(self._dirty, key=key_text):
             table = self.tables[key]
             fresh = sorted(table.fresh, key=lambda b: (b.lo, b.hi))
             boxes[key] = [(b.lo, b.hi, b.value) for b in fresh]
             table.fresh.clear()
-        solved, pickled = self._counts()
+        solved, pickled, blob = self._counts()
         self._dirty.clear()
         self._unsaved.clear()
         self._counted = (0, 0)
-        return boxes, solved, pickled
+        return boxes, solved, pickled, blob
 
     def absorb(
-        self, boxes: dict[Key, list[tuple[Any, Any, Value]]], solved: int, pickled: int
+        self,
+        boxes: dict[Key, list[tuple[Any, Any, Value]]],
+        solved: int,
+        pickled: int,
+        shared: bytes = b"",
+        source: str = "",
     ) -> None:
         """Add boxes another table collected (and count its solved Specs); written by the
-        next ``flush``."""
+        next ``flush``. ``shared``, the solutions that table collected with their costs, is
+        kept by that flush for the other readers of the file (``refresh``), not for
+        ``source``, the table that sent them."""
+        if shared:
+            self._outgoing.append((source, shared))
         for key, rows in boxes.items():
             table = self.table(key)
             for lo, hi, value in rows:
@@ -234,15 +260,26 @@ class MemoTable:
             self._dirty.add(key)
         self._counted = (self._counted[0] + solved, self._counted[1] + pickled)
 
-    def refresh(self) -> int:
+    def refresh(self, source: str = "") -> int:
         """Note the keys other processes stored since this table read them; each is read
         again the first time a lookup misses in it (boxes stay true, so what is already in
         memory is still used). For a read-only table whose additions were collected, which
-        the writer has stored. Returns how many keys changed."""
+        the writer has stored. Returns how many keys changed.
+
+        Also takes in the solutions, with their costs, that the writer kept from tables
+        other than ``source`` (``absorb``): a Spec another precompute worker solved is then
+        known here at once, instead of being resolved from its stored decision, which walks
+        its subtree (in a 2-worker precompute, most of what one worker needs the other
+        solved)."""
         if self.store is None:
             return 0
         changed = self.store.changed_keys(self)
         self._stale.update(changed)
+        self._shared_seen, batches = self.store.shared(self._shared_seen, source)
+        for solutions in batches:
+            for spec, got in solutions.items():
+                if spec not in self.solutions:
+                    self.solutions[spec] = None if got is None else Stored(*got)
         return len(changed)
 
     def release(self) -> None:

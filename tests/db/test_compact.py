@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from morello.context import SynthesisContext, make_context
 from morello.db.boxes import Box
 from morello.db.sqlite import decode_boxes, encode_boxes, file_stats, open_table
-from morello.db.table import MISSING, Decided
+from morello.db.table import MISSING, Decided, Stored
+from morello.errors import MemoTableError
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.search.solve import synthesize
 from morello.spec import Spec
@@ -235,3 +236,53 @@ def test_a_read_only_table_reads_a_changed_key_again_on_a_miss(
     reader.flush()  # a read-only table writes nothing
     assert reader.collect()[0] == {}
     reader.close()
+
+
+def test_a_worker_takes_in_the_solutions_another_worker_sent_with_their_costs(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    """Two precompute workers (read-only tables) and their writer: what one solved reaches
+    the other at its next refresh, with costs, so the other expands nothing and resolves
+    nothing from the file; a worker is not sent its own solutions back."""
+    db = tmp_path / "memo.sqlite3"
+    writer = open_table(db, ctx)
+    writer.flush()
+    one = open_table(db, ctx, read_only=True)
+    two = open_table(db, ctx, read_only=True)
+    spec = _spec(ctx, 4, 8, 4)
+    impl, _ = synthesize(spec, ctx, one)
+    boxes, solved, pickled, shared = one.collect()
+    assert solved > 0 and pickled == len(shared) > 0
+    writer.absorb(boxes, solved, pickled, shared, "one")
+    writer.flush()
+    known = len(one.solutions)
+    one.refresh("one")
+    assert len(one.solutions) == known  # its own, not sent back
+    two.refresh("two")
+    got = two.solutions[spec]
+    assert isinstance(got, Stored) and (got.cost, got.peaks) == (impl.cost, impl.peaks)
+    assert len(two.solutions) == solved
+    again, stats = synthesize(spec, ctx, two)
+    assert stats.specs_visited == 0 and again.cost == impl.cost
+    # Read from the file: only keys of Specs the first worker answered from others of the
+    # same goal under more memory (never solved there, so not sent).
+    assert len(two.tables) < len(one.tables) / 4, (len(two.tables), len(one.tables))
+    writer.store.drop_shared()  # type: ignore[union-attr]
+    three = open_table(db, ctx, read_only=True)
+    three.refresh("three")
+    assert three.solutions == {}
+    for table in (one, two, three, writer):
+        table.close()
+
+
+def test_a_damaged_batch_of_shared_solutions_is_a_clear_error(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    writer = open_table(db, ctx)
+    writer.store.share([("elsewhere", b"not a pickle")])  # type: ignore[union-attr]
+    reader = open_table(db, ctx, read_only=True)
+    with pytest.raises(MemoTableError, match=f"memo table {db} is damaged"):
+        reader.refresh("here")
+    for table in (reader, writer):
+        table.close()

@@ -87,6 +87,9 @@ def test_a_precomputed_table_answers_sampled_goals_with_nothing_expanded(
     fs = file_stats(db)
     assert fs["solved"] == report["specs_solved"]
     assert fs["free_bytes"] == 0  # compacted at the end
+    with sqlite3.connect(db) as conn:  # what the workers passed each other is gone
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "shared" not in names
 
 
 def test_a_second_precompute_resumes_with_nothing_left(
