@@ -23,9 +23,9 @@ is the one writer: it merges them into the file, one short transaction at a time
 boxes, a worker sends the Specs it solved with their costs, which the writer passes on to
 the other workers through the file (``MemoTable.refresh``): a stored decision alone would
 have to be resolved again, walking its subtree, and with two workers most of what one needs
-the other solved. A goal
-already answered by the table is not submitted again, so an interrupted run resumes where it
-stopped; a lock file keeps two precomputes from filling one file at once.
+the other solved. A goal already answered by the table is not submitted again, so an
+interrupted run resumes where it stopped; a lock file keeps two precomputes from filling one
+file at once.
 """
 
 from __future__ import annotations

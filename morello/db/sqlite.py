@@ -369,12 +369,11 @@ class SqliteStore:
 
     def shared(self, after: int, source: str) -> tuple[int, list[dict[Spec, Any]]]:
         """The batches of this namespace kept after number ``after`` by sources other than
-        ``source`` (unpickled), and the number of the last batch kept (``after`` if none)."""
+        ``source`` (unpickled; filtered in the query, so a worker never reads its own back),
+        and the number of the last of them (``after`` if none)."""
         try:
-            rows = self.conn.execute(
-                "SELECT seq, src, blob FROM shared WHERE seq > ? AND ns = ? ORDER BY seq",
-                (after, self.ns),
-            ).fetchall()
+            query = "SELECT seq, blob FROM shared WHERE seq > ? AND ns = ? AND src != ?"
+            rows = self.conn.execute(f"{query} ORDER BY seq", (after, self.ns, source)).fetchall()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return after, []
@@ -383,7 +382,7 @@ class SqliteStore:
             raise self._damaged(exc) from None
         last = rows[-1][0] if rows else after
         try:
-            return last, [pickle.loads(blob) for _, src, blob in rows if src != source]
+            return last, [pickle.loads(blob) for _, blob in rows]
         except Exception as exc:  # any failure to unpickle: the file is damaged
             raise self._damaged(exc) from None
 

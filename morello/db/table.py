@@ -108,7 +108,7 @@ class Store(Protocol):
 
     def shared(self, after: int, source: str) -> tuple[int, list[dict[Spec, Any]]]:
         """The batches kept since number ``after`` that ``source`` did not send (unpickled),
-        and the number of the last one kept."""
+        and the number of the last of them."""
 
     def close(self) -> None:
         """Release the store."""
