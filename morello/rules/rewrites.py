@@ -39,9 +39,13 @@ class OpPattern:
         """Whether a Spec's op (and accumulation) fits."""
         if self.accum_only and not spec.accum:
             return False
+        return self.matches_op(spec.op)
+
+    def matches_op(self, op: str) -> bool:
+        """Whether Specs of ``op`` fit, in at least one of its forms."""
         if self.op == GRAPH_PATTERN:
-            return is_graph(spec.op)
-        return self.op == "*" or self.op == base_name(spec.op)
+            return is_graph(op)
+        return self.op == "*" or self.op == base_name(op)
 
 
 @attrs.frozen

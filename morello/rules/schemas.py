@@ -69,6 +69,13 @@ class Schema(Protocol):
 
     A schema that loops over reductions of accumulating Specs may say so with a true
     ``splits`` attribute: a rule naming it for an op with no accumulating form is an error.
+
+    A schema may also have ``operand_ops(rule, op, ctx)``: the ops of the children its
+    actions leave a Spec's operands in, for Specs of ``op``. It promises that each action
+    either keeps each operand, at its level, in a child whose op is among them, or moves it
+    into one of its level's ``moves_to`` (which takes room under the limits). The search
+    uses the promise to answer dead ends at once (``morello.search.dead_ends``); without the
+    method, Specs the rule applies to are always searched.
     """
 
     name: str
@@ -146,6 +153,10 @@ class TileOut:
         if len(decision) == 4 and decision[2] in ctx.ruleset.ops[spec.op].tileable_vars:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
+    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
+        """The children keep the op (see ``Schema``)."""
+        return {op}
+
 
 @attrs.frozen
 class Split:
@@ -169,6 +180,10 @@ class Split:
         if spec.accum and len(decision) == 4 and decision[2] in vars_:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
+    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
+        """The children keep the op (see ``Schema``)."""
+        return {op}
+
 
 @attrs.frozen
 class Move:
@@ -187,6 +202,10 @@ class Move:
         if len(decision) == 6:
             yield from _moves(rule, spec, ctx, decision[2], decision[3])
 
+    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
+        """The children keep the op (see ``Schema``)."""
+        return {op}
+
 
 @attrs.frozen
 class Pipeline:
@@ -197,6 +216,14 @@ class Pipeline:
     """
 
     name: str = "pipeline"
+
+    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
+        """The stages' ops: the graph's statements' (its rest is a graph of some of them),
+        whose kernels and rules the search looks through in turn (see ``Schema``)."""
+        graph = ctx.ruleset.ops[op]
+        if not isinstance(graph, GraphOp):
+            return set()
+        return {st.op for st in graph.statements}
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A block per placement of the first statement's output."""
@@ -242,6 +269,10 @@ class ParallelTileOut:
 
     name: str = "parallel_tile_out"
 
+    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
+        """The children keep the op (see ``Schema``)."""
+        return {op}
+
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A parallel loop per tileable output index and step."""
         if spec.serial or ctx.threads < 2:
@@ -272,6 +303,10 @@ class Reside:
     """
 
     name: str = "reside"
+
+    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
+        """The children keep the op (see ``Schema``)."""
+        return {op}
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """At most one residency per such level."""

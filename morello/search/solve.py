@@ -27,6 +27,7 @@ from morello.cost import action_cost, action_peaks
 from morello.db.table import MISSING, Decided, MemoTable, Stored, decision_of
 from morello.errors import NoImplementationError, RuleError
 from morello.impl import Action, Impl
+from morello.search.dead_ends import DeadEnds
 from morello.search.expand import action_for, spec_actions
 from morello.spec import Spec
 
@@ -89,6 +90,7 @@ class _Walk:
         self.solved: dict[Spec, Solution | None] = {}  # Specs whose actions were enumerated
         self.ranges: dict[tuple[Any, ...], list[tuple[tuple[int, ...], Solution | None]]] = {}
         self.path: dict[Spec, None] = {}  # the Specs being solved, outermost first
+        self.dead_ends = DeadEnds(ctx)
         self.edges = 0
 
     def answer(self, spec: Spec) -> Answer:
@@ -96,6 +98,8 @@ class _Walk:
         got = self.answers.get(spec, MISSING)
         if got is MISSING:
             got = self._shared(spec)
+            if got is MISSING and self.dead_ends.dead(spec):
+                got = None  # not solved, nor stored: it is recognized as fast as looked up
             if got is MISSING:
                 got = self._remembered(spec)
             if got is MISSING:
