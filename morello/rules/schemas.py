@@ -70,12 +70,13 @@ class Schema(Protocol):
     A schema that loops over reductions of accumulating Specs may say so with a true
     ``splits`` attribute: a rule naming it for an op with no accumulating form is an error.
 
-    A schema may also have ``operand_ops(rule, op, ctx)``: the ops of the children its
-    actions leave a Spec's operands in, for Specs of ``op``. It promises that each action
-    either keeps each operand, at its level, in a child whose op is among them, or moves it
-    into one of its level's ``moves_to`` (which takes room under the limits). The search
-    uses the promise to answer dead ends at once (``morello.search.dead_ends``); without the
-    method, Specs the rule applies to are always searched.
+    A schema may also have ``operand_places(rule, place, ctx)``, where a place is an op,
+    whether the Spec accumulates, and an operand position: the places in the children of its
+    actions where an operand at ``place`` goes. It promises that each action either keeps
+    that operand, at its level, in a child at one of those places, or moves it into one of
+    its level's ``moves_to`` (which takes room under the limits). The search uses the
+    promise to answer dead ends at once (``morello.search.dead_ends``); without the method,
+    Specs the rule applies to are always searched.
     """
 
     name: str
@@ -153,9 +154,11 @@ class TileOut:
         if len(decision) == 4 and decision[2] in ctx.ruleset.ops[spec.op].tileable_vars:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
-    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
-        """The children keep the op (see ``Schema``)."""
-        return {op}
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """The operand stays at its place (see ``Schema``)."""
+        return {place}
 
 
 @attrs.frozen
@@ -180,9 +183,11 @@ class Split:
         if spec.accum and len(decision) == 4 and decision[2] in vars_:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
-    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
-        """The children keep the op (see ``Schema``)."""
-        return {op}
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """The operand stays at its place (see ``Schema``)."""
+        return {place}
 
 
 @attrs.frozen
@@ -202,9 +207,11 @@ class Move:
         if len(decision) == 6:
             yield from _moves(rule, spec, ctx, decision[2], decision[3])
 
-    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
-        """The children keep the op (see ``Schema``)."""
-        return {op}
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """The operand stays at its place (see ``Schema``)."""
+        return {place}
 
 
 @attrs.frozen
@@ -217,13 +224,21 @@ class Pipeline:
 
     name: str = "pipeline"
 
-    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
-        """The stages' ops: the graph's statements' (its rest is a graph of some of them),
-        whose kernels and rules the search looks through in turn (see ``Schema``)."""
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """Where the two stages read or write the operand (see ``Schema``)."""
+        op, accum, position = place
         graph = ctx.ruleset.ops[op]
-        if not isinstance(graph, GraphOp):
+        if not isinstance(graph, GraphOp) or accum:
             return set()
-        return {st.op for st in graph.statements}
+        first, rest, rest_tensors = graph.peel()
+        tensor = graph.tensor_names[position]
+        rest_op = graph.statements[-1].op if rest is None else ctx.ruleset.ops.graph(rest).name
+        first_tensors = (*first.args, first.target)
+        out = {(first.op, False, j) for j, t in enumerate(first_tensors) if t == tensor}
+        out.update((rest_op, False, j) for j, t in enumerate(rest_tensors) if t == tensor)
+        return out
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A block per placement of the first statement's output."""
@@ -269,9 +284,11 @@ class ParallelTileOut:
 
     name: str = "parallel_tile_out"
 
-    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
-        """The children keep the op (see ``Schema``)."""
-        return {op}
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """The operand stays at its place (see ``Schema``)."""
+        return {place}
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A parallel loop per tileable output index and step."""
@@ -304,9 +321,11 @@ class Reside:
 
     name: str = "reside"
 
-    def operand_ops(self, rule: SchemaRule, op: str, ctx: SynthesisContext) -> set[str]:
-        """The children keep the op (see ``Schema``)."""
-        return {op}
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """The operand stays at its place (see ``Schema``)."""
+        return {place}
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """At most one residency per such level."""

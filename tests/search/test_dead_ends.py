@@ -51,7 +51,7 @@ def test_dead_ends_against_full_search(ctx: SynthesisContext, name: str) -> None
     dead = [s for s in solved if judge.dead(s)]
     wrong = [s.describe() for s in dead if solved[s] is not None]
     assert not wrong, f"called dead but implemented: {wrong[:3]}"
-    if judge._strandings_of(spec.op):
+    if any(judge.strandings(spec.op, spec.accum, len(spec.operands))):
         assert dead, "no dead end met: the test no longer exercises the pruning"
     pruned, pruned_stats = synthesize(spec, ctx, {})
     assert pruned == full
@@ -63,18 +63,36 @@ def test_stranded_operand(ctx: SynthesisContext) -> None:
     to, makes its Spec dead; room in one of those levels revives it."""
     judge = DeadEnds(ctx)
     spec = _spec(ctx, "matmul")
-    strandings = judge._strandings_of(spec.op)
-    if not strandings:
+    found = [
+        (i, level, exits)
+        for i, stranded in enumerate(judge.strandings(spec.op, spec.accum, len(spec.operands)))
+        for level, exits in stranded
+        if exits
+    ]
+    if not found:
         pytest.skip(f"the kernels of {ctx.target.name} read every level")
-    level, exits = next((lv, ex) for lv, ex in strandings if ex)
-    operands = tuple(attrs.evolve(t, level=level) for t in spec.operands)
-    starved = [0 if i in exits else n for i, n in enumerate(spec.limits)]
-    assert judge.dead(attrs.evolve(spec, operands=operands, limits=tuple(starved)))
-    assert not judge.dead(attrs.evolve(spec, operands=operands))
+    i, level, exits = found[0]
+    operands = list(spec.operands)
+    operands[i] = attrs.evolve(operands[i], level=level)
+    starved = tuple(0 if j in exits else n for j, n in enumerate(spec.limits))
+    assert judge.dead(attrs.evolve(spec, operands=tuple(operands), limits=starved))
+    assert not judge.dead(attrs.evolve(spec, operands=tuple(operands)))
+
+
+def test_scratch_that_cannot_fit(ctx: SynthesisContext) -> None:
+    """A kernel whose scratch registers exceed the limits reads nothing below them: with
+    none of the scratch needs fitting, at least as many levels strand as with all."""
+    judge = DeadEnds(ctx)
+    spec = _spec(ctx, "matmul")
+    arity = len(spec.operands)
+    roomy = judge.strandings(spec.op, True, arity)
+    starved = judge.strandings(spec.op, True, arity, (False,) * len(judge._needs))
+    for a, b in zip(roomy, starved, strict=True):
+        assert set(a) <= set(b)
 
 
 def test_schema_without_promise_disables_pruning(ctx: SynthesisContext) -> None:
-    """A rule whose schema has no ``operand_ops`` may free operands: nothing it applies to is
+    """A rule whose schema has no ``operand_places`` may free operands: nothing it applies to is
     called dead."""
 
     @attrs.frozen
@@ -86,12 +104,12 @@ def test_schema_without_promise_disables_pruning(ctx: SynthesisContext) -> None:
 
     ctx_schemas = ctx.schemas
     opaque = attrs.evolve(ctx, schemas={**ctx.schemas, "tile_out": Opaque()})
-    assert DeadEnds(opaque).accepted("matmul") is ANY
-    assert DeadEnds(opaque)._strandings_of("matmul") == ()
+    assert DeadEnds(opaque).accepted(("matmul", False, 0)) is ANY
+    assert DeadEnds(opaque).strandings("matmul", False, 3) == ((), (), ())
 
 
 def test_decomposition_dropping_an_operand_disables_pruning(ctx: SynthesisContext) -> None:
     """A decomposition whose stages never read one of its operands frees it."""
     drop = DecomposeRule("drop", "matmul", ("a", "b"), "c", (Stage("c", False, "zero", ()),))
     ruleset = attrs.evolve(ctx.ruleset, rules=(*ctx.ruleset.rules, drop))
-    assert DeadEnds(attrs.evolve(ctx, ruleset=ruleset)).accepted("matmul") is ANY
+    assert DeadEnds(attrs.evolve(ctx, ruleset=ruleset)).accepted(("matmul", False, 0)) is ANY
