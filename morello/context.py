@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -46,6 +47,9 @@ class SynthesisContext:
         validator=_thread_count,
         kw_only=True,
     )
+    #: Data derived from the fields above, worked out once per context by the code that
+    #: needs it (the search's dead ends); a copy made with ``attrs.evolve`` starts empty.
+    derived: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     def dtype(self, name: str) -> Dtype:
         """Dtype by name."""

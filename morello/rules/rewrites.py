@@ -37,12 +37,12 @@ class OpPattern:
 
     def matches(self, spec: Spec) -> bool:
         """Whether a Spec's op (and accumulation) fits."""
-        if self.accum_only and not spec.accum:
-            return False
-        return self.matches_op(spec.op)
+        return self.matches_op(spec.op, spec.accum)
 
-    def matches_op(self, op: str) -> bool:
-        """Whether Specs of ``op`` fit, in at least one of its forms."""
+    def matches_op(self, op: str, accum: bool) -> bool:
+        """Whether Specs of ``op``, accumulating or not, fit."""
+        if self.accum_only and not accum:
+            return False
         if self.op == GRAPH_PATTERN:
             return is_graph(op)
         return self.op == "*" or self.op == base_name(op)

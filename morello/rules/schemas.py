@@ -29,7 +29,7 @@ from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
 from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction, ResideAction
 from morello.nodes.reside import resident_operands
-from morello.rules.graph import GraphOp
+from morello.rules.graph import GraphOp, Statement
 from morello.spec import (
     Spec,
     TensorSpec,
@@ -136,6 +136,14 @@ BUILTIN_SIZE_POLICIES: Mapping[str, SizePolicy] = {
 # ---- schemas ------------------------------------------------------------------------------
 
 
+def same_place(
+    rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+) -> set[tuple[str, bool, int]]:
+    """``Schema.operand_places`` of a schema whose children keep the Spec's op, its form and
+    its operand order (a loop, a move): every operand stays at its place."""
+    return {place}
+
+
 @attrs.frozen
 class TileOut:
     """Loop over one output index in steps its rule's size policy gives (a tail if needed)."""
@@ -154,11 +162,7 @@ class TileOut:
         if len(decision) == 4 and decision[2] in ctx.ruleset.ops[spec.op].tileable_vars:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
-    def operand_places(
-        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
-    ) -> set[tuple[str, bool, int]]:
-        """The operand stays at its place (see ``Schema``)."""
-        return {place}
+    operand_places = staticmethod(same_place)
 
 
 @attrs.frozen
@@ -183,11 +187,7 @@ class Split:
         if spec.accum and len(decision) == 4 and decision[2] in vars_:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
-    def operand_places(
-        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
-    ) -> set[tuple[str, bool, int]]:
-        """The operand stays at its place (see ``Schema``)."""
-        return {place}
+    operand_places = staticmethod(same_place)
 
 
 @attrs.frozen
@@ -207,11 +207,7 @@ class Move:
         if len(decision) == 6:
             yield from _moves(rule, spec, ctx, decision[2], decision[3])
 
-    def operand_places(
-        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
-    ) -> set[tuple[str, bool, int]]:
-        """The operand stays at its place (see ``Schema``)."""
-        return {place}
+    operand_places = staticmethod(same_place)
 
 
 @attrs.frozen
@@ -232,9 +228,8 @@ class Pipeline:
         graph = ctx.ruleset.ops[op]
         if not isinstance(graph, GraphOp) or accum:
             return set()
-        first, rest, rest_tensors = graph.peel()
+        first, rest_op, rest_tensors = _peeled(graph, ctx)
         tensor = graph.tensor_names[position]
-        rest_op = graph.statements[-1].op if rest is None else ctx.ruleset.ops.graph(rest).name
         first_tensors = (*first.args, first.target)
         out = {(first.op, False, j) for j, t in enumerate(first_tensors) if t == tensor}
         out.update((rest_op, False, j) for j, t in enumerate(rest_tensors) if t == tensor)
@@ -245,7 +240,7 @@ class Pipeline:
         graph = ctx.ruleset.ops[spec.op]
         if not isinstance(graph, GraphOp) or spec.accum:
             return
-        first, rest, rest_tensors = graph.peel()
+        first, rest_op, rest_tensors = _peeled(graph, ctx)
         sizes = graph.sizes([t.shape for t in spec.operands])
         assert isinstance(sizes, dict)
         shape = graph.tensor_shape(first.target, sizes)
@@ -254,7 +249,6 @@ class Pipeline:
         temp_index = len(spec.operands)
         first_map = (*(index[a] for a in first.args), temp_index)
         rest_map = tuple(index.get(t, temp_index) for t in rest_tensors)
-        rest_op = graph.statements[-1].op if rest is None else ctx.ruleset.ops.graph(rest).name
         base = TensorSpec(shape, out.dtype, out.level, out.layout)
         for layout_name, temp in temp_buffers(base, ctx, rule.layouts):
             idx = ctx.target.level_index(temp.level)
@@ -271,6 +265,14 @@ class Pipeline:
             yield BlockAction(self.name, stages, (first_map, rest_map), ((layout_name, temp),))
 
 
+def _peeled(graph: GraphOp, ctx: SynthesisContext) -> tuple[Statement, str, tuple[str, ...]]:
+    """The first statement, the op of the rest (a graph op, or the last statement's op), and
+    the rest's tensors in ``graph``'s names."""
+    first, rest, rest_tensors = graph.peel()
+    rest_op = graph.statements[-1].op if rest is None else ctx.ruleset.ops.graph(rest).name
+    return first, rest_op, rest_tensors
+
+
 @attrs.frozen
 class ParallelTileOut:
     """Loop over one output index on several threads (``ParallelLoopAction``).
@@ -284,11 +286,7 @@ class ParallelTileOut:
 
     name: str = "parallel_tile_out"
 
-    def operand_places(
-        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
-    ) -> set[tuple[str, bool, int]]:
-        """The operand stays at its place (see ``Schema``)."""
-        return {place}
+    operand_places = staticmethod(same_place)
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A parallel loop per tileable output index and step."""
@@ -321,11 +319,7 @@ class Reside:
 
     name: str = "reside"
 
-    def operand_places(
-        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
-    ) -> set[tuple[str, bool, int]]:
-        """The operand stays at its place (see ``Schema``)."""
-        return {place}
+    operand_places = staticmethod(same_place)
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """At most one residency per such level."""

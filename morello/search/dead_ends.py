@@ -158,7 +158,7 @@ class DeadEnds:
                 if not found:
                     return ANY  # a stage list that never reads the operand frees it
             elif isinstance(rule, SchemaRule):
-                if not any(p.matches_op(op) and (accum or not p.accum_only) for p in rule.patterns):
+                if not any(p.matches_op(op, accum) for p in rule.patterns):
                     continue
                 schema = self.ctx.schemas[rule.schema]
                 operand_places = getattr(schema, "operand_places", None)

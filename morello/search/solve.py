@@ -90,7 +90,9 @@ class _Walk:
         self.solved: dict[Spec, Solution | None] = {}  # Specs whose actions were enumerated
         self.ranges: dict[tuple[Any, ...], list[tuple[tuple[int, ...], Solution | None]]] = {}
         self.path: dict[Spec, None] = {}  # the Specs being solved, outermost first
-        self.dead_ends = DeadEnds(ctx)
+        self.dead_ends: DeadEnds = ctx.derived.get("dead_ends") or ctx.derived.setdefault(
+            "dead_ends", DeadEnds(ctx)
+        )
         self.edges = 0
 
     def answer(self, spec: Spec) -> Answer:
