@@ -31,16 +31,16 @@ def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
     when the runs are long enough for prefetchers to follow (``CostCoefficients.stream_hit``).
     """
     coeffs = ctx.coefficients
-    if coeffs.level_hit[ts.level] == 0:
+    level = ts.level.name
+    if coeffs.level_hit[level] == 0:
         return 0
-    lines, runs = lines_and_runs(ts, ctx)
-    return lines * coeffs.line_cost(ts.level, runs, lines // runs)
+    lines, runs = lines_and_runs(ts)
+    return lines * coeffs.line_cost(level, runs, lines // runs)
 
 
-def lines_and_runs(ts: TensorSpec, ctx: SynthesisContext) -> tuple[int, int]:
+def lines_and_runs(ts: TensorSpec) -> tuple[int, int]:
     """Cache lines ``ts`` touches at its level, and its number of contiguous runs."""
-    line_bytes = ctx.target.level(ts.level).line_bytes
-    return spec_geometry(ts, ctx.dtype(ts.dtype).size, line_bytes)
+    return spec_geometry(ts, ts.dtype.size, ts.level.line_bytes)
 
 
 def action_cost(

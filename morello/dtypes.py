@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Dtype:
-    """A scalar element type.
+    """A scalar element type. One object per type (``DTYPES``): TensorSpecs hold it, and
+    ``str()`` gives its name, so messages and C comments read ``f32``.
 
     Attributes:
         name: the spelling in spec and rule files (``f32``, ``bf16``).
@@ -40,6 +41,14 @@ class Dtype:
     logical: str = ""
     c_header: str | None = None
     accumulates_into: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        # Pickled by name: a Spec sent to a worker or stored in a cache comes back holding
+        # the same object as every other Spec (and the pickle stays small).
+        return (dtype, (self.name,))
 
     def np_dtype(self) -> np.dtype[np.generic]:
         """The NumPy dtype used for buffers of this type."""

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from morello.db.table import MISSING
+from morello.dtypes import DTYPES
 from morello.errors import MemoTableError, MorelloError, NoImplementationError, SpecError
 from morello.layout import LAYOUT_FAMILIES
 from morello.spec import Spec, TensorSpec
@@ -115,7 +116,7 @@ def root_goals(
             f"with dtypes from {', '.join(dtypes)}"
         )
     lattice = size_lattice(ctx, bound)
-    level = ctx.target.levels[0].name
+    level = ctx.target.levels[0]
     limits = ctx.target.max_limits()
     out = []
     for shape in itertools.product(lattice, repeat=len(opdef.index_vars)):
@@ -125,7 +126,7 @@ def root_goals(
         for dts in combos:
             for lays in itertools.product(*choices):
                 tensors = tuple(
-                    TensorSpec(s, d, level, lay)
+                    TensorSpec(s, DTYPES[d], level, lay)
                     for s, d, lay in zip(shapes, dts, lays, strict=True)
                 )
                 out.append((shape, Spec(op, tensors, False, limits, True)))

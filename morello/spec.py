@@ -1,6 +1,7 @@
 """Specs: the goals the synthesizer decomposes.
 
-A Spec is an op (by name, as declared in rule files) applied to TensorSpecs, whether it
+A Spec is an op (by name, as declared in rule files) applied to TensorSpecs (each holding
+its dtype and memory level as objects, resolved when it is built), whether it
 accumulates into its output, the memory still available at each level, and whether the code
 must be serial. Specs are immutable, hashed once, and always canonical (layouts in canonical
 form for their shapes), so equal goals are equal keys.
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from morello.dtypes import Dtype
 from morello.layout import Layout
 from morello.target import MemoryLevel, Target
 
@@ -23,8 +25,8 @@ class TensorSpec:
     """One operand: shape, dtype, memory level, canonical layout and vector size."""
 
     shape: tuple[int, ...] = attrs.field(converter=tuple)
-    dtype: str
-    level: str
+    dtype: Dtype
+    level: MemoryLevel
     layout: Layout
     vector_size: int | None = None
 
@@ -36,7 +38,7 @@ class TensorSpec:
     def describe(self) -> str:
         """Compact text such as ``f32[8, 8] @L1 row_major v8``."""
         dims = ", ".join(map(str, self.shape))
-        text = f"{self.dtype}[{dims}] @{self.level}"
+        text = f"{self.dtype.name}[{dims}] @{self.level.name}"
         if self.layout.dims:
             text += " " + self.layout.describe(len(self.shape))
         if self.vector_size is not None:
@@ -77,16 +79,16 @@ def lines_and_runs(ts: TensorSpec, elem_bytes: int, line_bytes: int) -> tuple[in
     return ts.layout.cache_lines(ts.shape, elem_bytes, line_bytes), ts.layout.runs(ts.shape)
 
 
-def memory_units(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
+def memory_units(ts: TensorSpec, level: MemoryLevel) -> int:
     """What ``ts`` costs against the limit of ``level``: registers or cache lines."""
     if level.counts_registers:
         if ts.vector_size:
             return -(-ts.volume // ts.vector_size)
         return ts.volume
-    return lines_and_runs(ts, elem_bytes, level.line_bytes)[0]
+    return lines_and_runs(ts, ts.dtype.size, level.line_bytes)[0]
 
 
-def cache_ways(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
+def cache_ways(ts: TensorSpec, level: MemoryLevel) -> int:
     """Ways of a set-associative ``level`` that ``ts`` needs, assuming its runs alias.
 
     A TensorSpec does not know the stride between its runs (tiles of different parents are
@@ -97,7 +99,7 @@ def cache_ways(ts: TensorSpec, level: MemoryLevel, elem_bytes: int) -> int:
     """
     if not level.ways or level.counts_registers:
         return 0
-    lines, runs = lines_and_runs(ts, elem_bytes, level.line_bytes)
+    lines, runs = lines_and_runs(ts, ts.dtype.size, level.line_bytes)
     run_lines = -(-lines // runs)
     return runs * -(-run_lines // level.sets)
 

@@ -21,9 +21,11 @@ def _positive(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
         raise ValueError(f"{attr.name} must be positive, got {value}")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class MemoryLevel:
-    """One level of the memory hierarchy.
+    """One level of the memory hierarchy. A TensorSpec holds its level as this object;
+    ``str()`` gives the name. Levels compare by value, never by identity: a Spec that
+    crossed processes holds an equal copy.
 
     Attributes:
         name: short uppercase name used in spec and rule files (``@L1``).
@@ -85,6 +87,9 @@ class MemoryLevel:
         if self.counts_registers:
             return "vector_registers" if self.vector_bytes else "registers"
         return "memory" if self.addressed else "cache"
+
+    def __str__(self) -> str:
+        return self.name
 
     @property
     def counts_registers(self) -> bool:
@@ -364,17 +369,19 @@ class Target:
                 return lv
         raise KeyError(name)
 
-    def level_index(self, name: str) -> int:
-        """Position of level ``name`` in ``levels``."""
+    def level_index(self, level: str | MemoryLevel) -> int:
+        """Position in ``levels`` of ``level`` (a level of this target, or its name)."""
+        name = str(level)
         for i, lv in enumerate(self.levels):
             if lv.name == name:
                 return i
         raise KeyError(name)
 
-    def vector_type(self, dtype: str, lanes: int) -> VectorType | None:
-        """The vector type holding ``lanes`` elements of ``dtype``, if any."""
+    def vector_type(self, dtype: object, lanes: int) -> VectorType | None:
+        """The vector type holding ``lanes`` elements of ``dtype`` (a Dtype or its name)."""
+        name = str(dtype)
         for vt in self.vector_types:
-            if vt.dtype == dtype and vt.lanes == lanes:
+            if vt.dtype == name and vt.lanes == lanes:
                 return vt
         return None
 

@@ -77,10 +77,10 @@ def time_array_peers(
         return []
     spec = program.spec
     ins = spec.operands[:-1]
-    in_dt = ins[0].dtype if ins else spec.output.dtype
+    in_dt = (ins[0] if ins else spec.output).dtype.name
     compute = _compute_dtype(program, ctx)
     if compute is None:
-        why = f"array peers compute in f32 or f64, not {in_dt} into {spec.output.dtype}"
+        why = f"array peers compute in f32 or f64, not {in_dt} into {spec.output.dtype.name}"
         return [PeerMissing(p.library, why) for p in peers]
     with scratch_folder("morello-peers-", workdir) as folder:
         op = ctx.ruleset.ops[spec.op]
@@ -150,12 +150,12 @@ def _write_operands(
 
 def _compute_dtype(program: Program, ctx: SynthesisContext) -> str | None:
     """The float type the peers compute in: the output's, if every input reads as it."""
-    compute = _COMPUTE.get(program.spec.output.dtype)
+    compute = _COMPUTE.get(program.spec.output.dtype.name)
     if compute is None:
         return None
     want = ctx.dtype(compute).np_dtype()
     for t in program.spec.operands[:-1]:
-        logical = np.dtype(ctx.dtype(t.dtype).logical_dtype())
+        logical = np.dtype(t.dtype.logical_dtype())
         if logical.kind != "f" or logical.itemsize > np.dtype(want).itemsize:
             return None
     return compute

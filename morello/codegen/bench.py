@@ -49,7 +49,7 @@ def timing_harness(program: Program, ctx: SynthesisContext) -> str:
     decl = []
     for i, (name, ts) in enumerate(params):
         const = "const " if i < len(params) - 1 else ""
-        decl.append(f"{const}{ctx.dtype(ts.dtype).c_type} *restrict {name}")
+        decl.append(f"{const}{ts.dtype.c_type} *restrict {name}")
     call = f"{program.name}({', '.join(name for name, _ in params)});"
     return timed_loop(f"{program.name}_time", decl, [call])
 
@@ -73,9 +73,9 @@ def timing_buffers(program: Program, ctx: SynthesisContext) -> tuple[list[Any], 
     """Random inputs and a zeroed output in the program's layouts (64-byte aligned), and
     pointers to them in parameter order; keep the buffers alive while the pointers are used."""
     inputs = random_inputs(program, ctx)
-    bufs = [to_buffer(inputs[n], ts, ctx) for n, ts in program.params]
+    bufs = [to_buffer(inputs[n], ts) for n, ts in program.params]
     _, rts = program.result
-    out = aligned_empty(rts.volume, ctx.dtype(rts.dtype).np_dtype())
+    out = aligned_empty(rts.volume, rts.dtype.np_dtype())
     out[:] = 0
     bufs.append(out)
     return bufs, [b.ctypes.data_as(ctypes.c_void_p) for b in bufs]
@@ -93,19 +93,19 @@ def timed_batch(lib: ctypes.CDLL, name: str, ptrs: Sequence[Any]) -> Any:
     return batch
 
 
-def bytes_per_call(program: Program, ctx: SynthesisContext) -> int:
+def bytes_per_call(program: Program) -> int:
     """Bytes the function must move per call: every input read once, the output written once.
 
     A lower bound on memory traffic, the figure a memory-bound kernel's GB/s is measured by.
     """
-    return sum(ts.volume * ctx.dtype(ts.dtype).size for ts in program.spec.operands)
+    return sum(ts.volume * ts.dtype.size for ts in program.spec.operands)
 
 
 def _peer_bytes(program: Program, ctx: SynthesisContext, input_dtype: str) -> int:
     """``bytes_per_call`` for a peer that reads its inputs as ``input_dtype``."""
     *ins, out = program.spec.operands
     size = ctx.dtype(input_dtype).size
-    return sum(t.volume * size for t in ins) + out.volume * ctx.dtype(out.dtype).size
+    return sum(t.volume * size for t in ins) + out.volume * out.dtype.size
 
 
 def require_native(target: Target, command: str = "bench") -> None:
@@ -165,7 +165,7 @@ def _bench_rows(
     source = lower_to_c(label, [(p, i) for p, i, _ in solved], ctx)
     harness = "".join(timing_harness(p, ctx) for p, _, _ in solved)
     lib = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, workdir)
-    out_dtypes = {p.spec.output.dtype for p, _, _ in solved}
+    out_dtypes = {p.spec.output.dtype.name for p, _, _ in solved}
     limits_bench = LimitsBench(ctx.target, workdir)
     limits = limits_bench.measure(sorted(_PEAK_CTYPES[d] for d in out_dtypes & _PEAK_CTYPES.keys()))
     rows = []
@@ -207,12 +207,12 @@ def _row(
     sizes = opdef.sizes([t.shape for t in program.spec.operands])
     assert isinstance(sizes, dict)
     flops = opdef.flops(sizes)
-    nbytes = bytes_per_call(program, ctx)
+    nbytes = bytes_per_call(program)
     timed = [p for p in peers if isinstance(p, PeerTiming)]
     best = min(timed, key=lambda p: p.timing.median, default=None)
     footprint_gbps = limits_bench.bandwidth_gbps(nbytes, repeats=3)
     bandwidth = max(limits.read_gbps, footprint_gbps)
-    peak = limits.peak_gflops.get(_PEAK_CTYPES.get(program.spec.output.dtype, ""))
+    peak = limits.peak_gflops.get(_PEAK_CTYPES.get(program.spec.output.dtype.name, ""))
     memory_s = nbytes / (bandwidth * 1e9)
     compute_s = flops / (peak * 1e9) if peak else 0.0
     return {

@@ -21,6 +21,7 @@ from morello.spec import TensorSpec
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
+    from morello.dtypes import Dtype
     from morello.impl import Impl
     from morello.lang.spec_file import Program
 
@@ -109,7 +110,7 @@ class Buffer:
     """Storage of a tensor: a pointer/array, or a set of register variables."""
 
     name: str
-    dtype: str
+    dtype: Dtype
     shape: tuple[int, ...]
     layout: Layout
     kind: str  # "memory" or "registers"
@@ -178,8 +179,8 @@ class Emitter:
 
     def declare(self, ts: TensorSpec) -> Buffer:
         """Declare a new buffer for ``ts``: register variables, a stack array, or heap memory."""
-        level = self.ctx.target.level(ts.level)
-        dt = self.ctx.dtype(ts.dtype)
+        level = ts.level
+        dt = ts.dtype
         if level.counts_registers:
             if ts.vector_size:
                 vt = self.ctx.target.vector_type(ts.dtype, ts.vector_size)
@@ -195,7 +196,7 @@ class Emitter:
             return Buffer(name, ts.dtype, ts.shape, ts.layout, "registers")
         name = self.names.fresh("t")
         count = ts.volume
-        if on_heap(ts, self.ctx):
+        if on_heap(ts):
             size = -(-count * dt.size // _ALIGN) * _ALIGN
             self.emit(f"{dt.c_type} *restrict {name} = aligned_alloc({_ALIGN}, {size});")
         else:
@@ -203,9 +204,9 @@ class Emitter:
         return Buffer(name, ts.dtype, ts.shape, ts.layout, "memory")
 
 
-def on_heap(ts: TensorSpec, ctx: SynthesisContext) -> bool:
+def on_heap(ts: TensorSpec) -> bool:
     """Whether a new buffer for ``ts`` is too large for the stack (it is allocated instead)."""
-    return ts.volume * ctx.dtype(ts.dtype).size > _STACK_LIMIT_BYTES
+    return ts.volume * ts.dtype.size > _STACK_LIMIT_BYTES
 
 
 def c_signature(program: Program, ctx: SynthesisContext, restrict: bool = True) -> str:
@@ -215,9 +216,9 @@ def c_signature(program: Program, ctx: SynthesisContext, restrict: bool = True) 
     do not count), spelled so that C++ accepts it too: that is the header's prototype.
     """
     q = "restrict " if restrict else ""
-    parts = [f"const {ctx.dtype(ts.dtype).c_type} *{q}{n}" for n, ts in program.params]
+    parts = [f"const {ts.dtype.c_type} *{q}{n}" for n, ts in program.params]
     name, ts = program.result
-    parts.append(f"{ctx.dtype(ts.dtype).c_type} *{q}{name}")
+    parts.append(f"{ts.dtype.c_type} *{q}{name}")
     return f"void {program.name}({', '.join(parts)})"
 
 
@@ -225,7 +226,7 @@ def dtype_headers(tensors: Iterable[TensorSpec], ctx: SynthesisContext) -> list[
     """The headers the element types of ``tensors`` need (``<stdint.h>``), in first-use order."""
     headers: list[str] = []
     for ts in tensors:
-        h = ctx.dtype(ts.dtype).c_header
+        h = ts.dtype.c_header
         if h is not None and h not in headers:
             headers.append(h)
     return headers

@@ -44,18 +44,18 @@ def aligned_empty(count: int, dtype: np.dtype[np.generic]) -> np.ndarray:
     return raw[start : start + nbytes].view(dtype)[:count]
 
 
-def to_buffer(arr: np.ndarray, ts: TensorSpec, ctx: SynthesisContext) -> np.ndarray:
+def to_buffer(arr: np.ndarray, ts: TensorSpec) -> np.ndarray:
     """The flat, aligned buffer holding logical array ``arr`` in ``ts``'s layout."""
-    dt = ctx.dtype(ts.dtype)
+    dt = ts.dtype
     buf = aligned_empty(ts.volume, dt.np_dtype())
     buf[:] = 0
     buf[buffer_offsets(ts).ravel()] = dt.encode(arr).ravel()
     return buf
 
 
-def from_buffer(buf: np.ndarray, ts: TensorSpec, ctx: SynthesisContext) -> np.ndarray:
+def from_buffer(buf: np.ndarray, ts: TensorSpec) -> np.ndarray:
     """The logical array stored in flat ``buf`` in ``ts``'s layout."""
-    return ctx.dtype(ts.dtype).decode(buf[buffer_offsets(ts)])
+    return ts.dtype.decode(buf[buffer_offsets(ts)])
 
 
 def random_inputs(program: Program, ctx: SynthesisContext, seed: int = 0) -> dict[str, np.ndarray]:
@@ -68,7 +68,7 @@ def random_inputs(program: Program, ctx: SynthesisContext, seed: int = 0) -> dic
     out = {}
     for name, ts in program.params:
         values = rng.uniform(-1.0, 1.0, size=ts.shape).astype(np.float32)
-        out[name] = ctx.dtype(ts.dtype).quantize(values)
+        out[name] = ts.dtype.quantize(values)
     return out
 
 
@@ -77,13 +77,13 @@ def run(
 ) -> np.ndarray:
     """Call the compiled function once (natively or under the target's emulator, see
     ``runner``); returns the logical output array."""
-    buffers = [to_buffer(inputs[name], ts, ctx) for name, ts in program.params]
+    buffers = [to_buffer(inputs[name], ts) for name, ts in program.params]
     _, rts = program.result
-    dt = ctx.dtype(rts.dtype)
+    dt = rts.dtype
     out = aligned_empty(rts.volume, dt.np_dtype())
     out[:] = dt.encode(np.full(rts.volume, np.nan, dtype=dt.logical_dtype()))
     runner.call(lib_path, program.name, [*buffers, out], ctx.target)
-    return from_buffer(out, rts, ctx)
+    return from_buffer(out, rts)
 
 
 @attrs.frozen
@@ -129,7 +129,7 @@ def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
     """
     opdef = ctx.ruleset.ops[program.spec.op]
     spec = program.spec
-    u = ctx.dtype(spec.output.dtype).unit_roundoff
+    u = spec.output.dtype.unit_roundoff
     args = [np.asarray(inputs[name], dtype=np.float64) for name in program.operand_params[:-1]]
     _, err = opdef.error_bound(args, [np.zeros_like(a) for a in args], spec.output.shape, u)
     return 2 * err + 8 * u

@@ -87,12 +87,12 @@ def _doc_comment(program: Program, ctx: SynthesisContext, threads: int = 1) -> s
         role = "out" if (name, ts) == program.result else "in "
         dims = ", ".join(map(str, ts.shape))
         layout = family_name(ts.layout, ts.shape) or ts.layout.describe(len(ts.shape))
-        dt = ctx.dtype(ts.dtype)
+        dt = ts.dtype
         c_type = f"{dt.c_type}, " if dt.logical and dt.logical != dt.numpy else ""
         where = offset_formula(ts.layout, ts.shape, coords[: len(ts.shape)])
-        lines.append(f" *   {role} {name}: {ts.dtype}[{dims}] ({c_type}{layout}),")
+        lines.append(f" *   {role} {name}: {ts.dtype.name}[{dims}] ({c_type}{layout}),")
         lines.append(f" *       element [{', '.join(coords[: len(ts.shape)])}] at {name}[{where}]")
-    if any(ts.dtype == "bf16" for ts in program.spec.operands):
+    if any(ts.dtype.name == "bf16" for ts in program.spec.operands):
         lines.append(" * A bf16 value is stored as the top 16 bits of the float32 it stands for.")
     lines.append(" * Buffers are dense, in the layouts above; the output is overwritten and must")
     lines.append(" * not overlap the inputs. No globals and no allocation shared between calls:")

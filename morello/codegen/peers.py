@@ -207,7 +207,7 @@ def time_peers(
                     raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
                 if not ran:
                     reasons = "; ".join(c["skipped"] for c in out["calls"])
-                    out_dt = spec.output.dtype
+                    out_dt = spec.output.dtype.name
                     results.append(
                         PeerMissing(
                             name, reasons or f"BLAS has no {job['dtype']} product into {out_dt}"
@@ -242,22 +242,25 @@ def _jobs(
     folder: Path,
 ) -> list[dict[str, Any]]:
     """One job per element type: the Spec's own, and f32 for a narrower float input type."""
-    in_dt = operands[0].dtype
+    in_dt = operands[0].dtype.name
+    out_dt = operands[-1].dtype.name
     kinds = [in_dt]
-    if in_dt != "f32" and dtype(in_dt).logical_dtype() == np.float32:
+    if in_dt != "f32" and operands[0].dtype.logical_dtype() == np.float32:
         kinds.append("f32")
     jobs = []
     for dt in kinds:
-        fits = _OUTPUT.get(dt) == operands[-1].dtype
+        fits = _OUTPUT.get(dt) == out_dt
         job_calls = [c for c in calls if (c.routine, dt) in _ROUTINES and fits]
         paths, copied = [], False
         for i, ts in enumerate(operands):
             lay = blas_layout(ts)
             copied = copied or lay != ts.layout
-            store = attrs.evolve(ts, layout=lay, dtype=dt if i < len(operands) - 1 else ts.dtype)
+            store = attrs.evolve(
+                ts, layout=lay, dtype=dtype(dt) if i < len(operands) - 1 else ts.dtype
+            )
             path = folder / f"{dt}-{i}.npy"
             if i < len(operands) - 1:
-                np.save(path, to_buffer(logical[i], store, ctx))
+                np.save(path, to_buffer(logical[i], store))
             else:
                 np.save(path, buffer_offsets(store))
             paths.append(str(path))
@@ -268,7 +271,7 @@ def _jobs(
                 "copied": copied,
                 "inputs": paths[:-1],
                 "offsets": paths[-1],
-                "out_dtype": operands[-1].dtype,
+                "out_dtype": out_dt,
                 "out_count": operands[-1].volume,
                 "calls": [_call_json(c, dt) for c in job_calls],
             }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from morello.dtypes import DTYPES
 from morello.layout import Layout
 from morello.spec import Spec, TensorSpec
 
@@ -86,7 +87,7 @@ def spec_to_coords(spec: Spec, ctx: SynthesisContext) -> tuple[Key, Point]:
         families.append(family)
         size_point.append(c)
     operands = tuple(
-        (t.dtype, t.level, t.layout.dims, t.layout.contig, t.vector_size or 0)
+        (t.dtype.name, t.level.name, t.layout.dims, t.layout.contig, t.vector_size or 0)
         for t in spec.operands
     )
     key = (spec.op, spec.accum, _serial_key(spec, ctx), tuple(families), operands)
@@ -115,5 +116,7 @@ def coords_to_spec(key: Key, point: Point, ctx: SynthesisContext) -> Spec:
     tensors = []
     for i, (dtype, level, dims, contig, vs) in enumerate(operands):
         layout = Layout(tuple(tuple(d) for d in dims), contig)
-        tensors.append(TensorSpec(opdef.operand_shape(i, sizes), dtype, level, layout, vs or None))
+        shape = opdef.operand_shape(i, sizes)
+        lv = ctx.target.level(level)
+        tensors.append(TensorSpec(shape, DTYPES[dtype], lv, layout, vs or None))
     return Spec(op, tuple(tensors), accum, limits, serial)

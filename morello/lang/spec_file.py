@@ -23,8 +23,11 @@ from morello.rules.graph import GraphOp, Statement, canonical, graph_inputs
 from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from morello.context import SynthesisContext
     from morello.rules.index_notation import Access, OpDef
+    from morello.target import MemoryLevel
 
 
 @attrs.frozen
@@ -137,8 +140,9 @@ def _expr(path: str, tree: lark.Tree[lark.Token]) -> Call | Var:
 # ---- check pass -----------------------------------------------------------------------------
 
 
-def tensor_spec_of(tt: TensorType, what: str, levels: list[str]) -> TensorSpec:
-    """The TensorSpec a spec-file type denotes (defaults: first level, row-major)."""
+def tensor_spec_of(tt: TensorType, what: str, levels: Sequence[MemoryLevel]) -> TensorSpec:
+    """The TensorSpec a spec-file type denotes (defaults: first level, row-major), with its
+    dtype and level resolved (``levels``: the target's)."""
     if tt.dtype not in DTYPES:
         raise SpecError(f"{what}: dtype {tt.dtype} is not supported yet", tt.loc)
     for d in tt.dims:
@@ -150,10 +154,11 @@ def tensor_spec_of(tt: TensorType, what: str, levels: list[str]) -> TensorSpec:
         raise SpecError(f"{what}: vector sizes are chosen by the synthesizer, not written", tt.loc)
     if len(tt.levels) > 1:
         raise SpecError(f"{what}: a parameter lives in exactly one memory level", tt.loc)
-    level = tt.levels[0] if tt.levels else levels[0]
-    if level not in levels:
+    by_name = {lv.name: lv for lv in levels}
+    level = tt.levels[0] if tt.levels else levels[0].name
+    if level not in by_name:
         raise SpecError(
-            f"{what}: unknown memory level {level!r} (this target has {', '.join(levels)})",
+            f"{what}: unknown memory level {level!r} (this target has {', '.join(by_name)})",
             tt.loc,
         )
     if len(tt.props) > 1:
@@ -168,7 +173,7 @@ def tensor_spec_of(tt: TensorType, what: str, levels: list[str]) -> TensorSpec:
     if canon is None:
         dims = ", ".join(map(str, shape))
         raise SpecError(f"{what}: layout {name} does not fit shape [{dims}]", tt.loc)
-    return TensorSpec(shape, tt.dtype, level, canon)
+    return TensorSpec(shape, DTYPES[tt.dtype], by_name[level], canon)
 
 
 @attrs.frozen
@@ -256,7 +261,7 @@ class _Checker:
         self.func = func
         self.ctx = ctx
         self.require_kernels = require_kernels
-        self.levels = [lv.name for lv in ctx.target.levels]
+        self.levels = ctx.target.levels
         self.env: dict[str, TensorSpec] = {}
         self.aliases: dict[str, str] = {}  # `h = x` makes h another name of x
         self.read_names: set[str] = set()  # every name a statement reads
@@ -327,7 +332,7 @@ class _Checker:
         out_rank = len(self.result.shape) if stmt is not None else None
         key, opdef = self._opdef(expr, [len(ts.shape) for ts in args], out_rank)
         sizes = self._bind_sizes(expr, opdef, args)
-        dtype_name = args[0].dtype if args else self.result.dtype
+        dtype_name = (args[0] if args else self.result).dtype.name
         if stmt is not None:
             produced = self.result
             self._check_result(expr, opdef, sizes, dtype_name, stmt)
@@ -340,7 +345,7 @@ class _Checker:
                     expr.loc,
                 )
             shape = tuple(sizes[ix] for ix in opdef.output.indices)
-            produced = TensorSpec(shape, dtype_name, self.levels[0], _row_major(shape))
+            produced = TensorSpec(shape, DTYPES[dtype_name], self.levels[0], _row_major(shape))
         name = target if target is not None else f"%{len(self.apps)}"
         if self.require_kernels and not self.ctx.ruleset.implementable(key):
             raise SpecError(
@@ -348,7 +353,7 @@ class _Checker:
                 "decomposes it into ops that have",
                 expr.loc,
             )
-        dtypes = (*(ts.dtype for ts in args), produced.dtype)
+        dtypes = (*(ts.dtype.name for ts in args), produced.dtype.name)
         if self.require_kernels and not self.ctx.ruleset.implementable(key, dtypes):
             raise SpecError(
                 f"{expr.op} of {', '.join(dtypes[:-1]) or 'no inputs'} into {dtypes[-1]} has "
@@ -412,8 +417,8 @@ class _Checker:
                 )
             if first is not None and ts.dtype != first.dtype:
                 raise SpecError(
-                    f"dtype mismatch in {call.op}: {_arg_name(call.args[0])} is {first.dtype} "
-                    f"but {_arg_name(arg)} is {ts.dtype}",
+                    f"dtype mismatch in {call.op}: {_arg_name(call.args[0])} is "
+                    f"{first.dtype.name} but {_arg_name(arg)} is {ts.dtype.name}",
                     arg.loc,
                 )
             for ix, n in zip(acc.indices, ts.shape, strict=True):
@@ -448,10 +453,11 @@ class _Checker:
             sizes[ix] = n
         # An op gives its inputs' dtype, or a wider one they accumulate into (bf16 -> f32).
         wider = DTYPES[dtype_name].accumulates_into
-        if call.args and out.dtype != dtype_name and out.dtype not in wider:
+        if call.args and out.dtype.name != dtype_name and out.dtype.name not in wider:
             gives = " or ".join((dtype_name, *wider))
             raise SpecError(
-                f"dtype mismatch: result {stmt.target} is {out.dtype} but {call.op} gives {gives}",
+                f"dtype mismatch: result {stmt.target} is {out.dtype.name} but {call.op} "
+                f"gives {gives}",
                 stmt.loc,
             )
 

@@ -53,7 +53,7 @@ class BlockAction(NodeBase):
         """The same decomposition at any Spec: its rule, and where each temporary lives."""
         if not self.temporaries:
             return ("block", self.rule)
-        places = tuple((ts.level, name, ts.vector_size or 0) for name, ts in self.temporaries)
+        places = tuple((ts.level.name, name, ts.vector_size or 0) for name, ts in self.temporaries)
         return ("block", self.rule, places)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
@@ -67,7 +67,7 @@ class BlockAction(NodeBase):
         peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
         for _, ts in reversed(self.temporaries):
             idx = ctx.target.level_index(ts.level)
-            units = memory_units(ts, ctx.target.levels[idx], ctx.dtype(ts.dtype).size)
+            units = memory_units(ts, ts.level)
             for j in ctx.target.sharing(idx):
                 peak[j] = snap_up(peak[j] + units)
         return tuple(peak)
@@ -75,7 +75,7 @@ class BlockAction(NodeBase):
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
         """``<stdlib.h>`` for a temporary too large for the stack."""
         for _, ts in self.temporaries:
-            if not ctx.target.level(ts.level).counts_registers and on_heap(ts, ctx):
+            if not ts.level.counts_registers and on_heap(ts):
                 return ("<stdlib.h>",)
         return ()
 
@@ -86,5 +86,5 @@ class BlockAction(NodeBase):
         for child, idxs in zip(impl.children, self.operand_maps, strict=True):
             em.node(child, [everything[i] for i in idxs])
         for (_, ts), buf in zip(self.temporaries, bufs, strict=True):
-            if buf.kind == "memory" and on_heap(ts, em.ctx):
+            if buf.kind == "memory" and on_heap(ts):
                 em.emit(f"free({buf.name});")

@@ -77,11 +77,10 @@ class LoopAction(NodeBase):
         chains that overlap, so the wait per trip is the level's latency over their number.
         """
         out = spec.operands[-1]
-        latency = ctx.coefficients.chain_latency.get(out.level, 0)
+        latency = ctx.coefficients.chain_latency.get(out.level.name, 0)
         if latency == 0 or self.var not in ctx.ruleset.ops[spec.op].reduction_vars:
             return 0
-        lv = ctx.target.level(out.level)
-        chains = max(1, memory_units(out, lv, ctx.dtype(out.dtype).size))
+        chains = max(1, memory_units(out, out.level))
         return -(-self.trips * latency // chains)
 
     def _restart_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
@@ -103,13 +102,13 @@ class LoopAction(NodeBase):
         for whole, step in zip(spec.operands, self.body.operands, strict=True):
             if step is whole:  # the loop does not move along it (``_retile`` keeps it)
                 continue
-            restart = coeffs.stream_restart.get(step.level, 0)
+            restart = coeffs.stream_restart.get(step.level.name, 0)
             if restart == 0:
                 continue
-            lines, runs = lines_and_runs(step, ctx)
-            if runs >= lines_and_runs(whole, ctx)[1] or lines // runs < coeffs.stream_lines:
+            lines, runs = lines_and_runs(step)
+            if runs >= lines_and_runs(whole)[1] or lines // runs < coeffs.stream_lines:
                 continue
-            if not coeffs.streams(step.level, runs, lines // runs):
+            if not coeffs.streams(step.level.name, runs, lines // runs):
                 continue
             if points is None:
                 sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])

@@ -60,7 +60,7 @@ class MoveAction(NodeBase):
     def decision(self) -> tuple[Any, ...]:
         """The same move at any Spec: operand, level, layout family, vector size."""
         d = self.dest
-        return ("move", self.rule, self.operand, d.level, self.layout, d.vector_size or 0)
+        return ("move", self.rule, self.operand, d.level.name, self.layout, d.vector_size or 0)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """A new buffer: its copies (already priced by their kernels). A cache: the lines."""
@@ -79,16 +79,14 @@ class MoveAction(NodeBase):
         """
         peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
         idx = ctx.target.level_index(self.dest.level)
-        lv = ctx.target.levels[idx]
-        units = memory_units(self.dest, lv, ctx.dtype(self.dest.dtype).size)
+        units = memory_units(self.dest, self.dest.level)
         for j in ctx.target.sharing(idx):
             peak[j] = snap_up(peak[j] + units)
         return tuple(peak)
 
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
         """``<stdlib.h>`` for a buffer too large for the stack."""
-        level = ctx.target.level(self.dest.level)
-        if self.new_buffer and not level.counts_registers and on_heap(self.dest, ctx):
+        if self.new_buffer and not self.dest.level.counts_registers and on_heap(self.dest):
             return ("<stdlib.h>",)
         return ()
 
@@ -108,5 +106,5 @@ class MoveAction(NodeBase):
         em.node(children.pop(0), body_views)
         if self.epilogue is not None:
             em.node(children.pop(0), [view, views[self.operand]])
-        if buf.kind == "memory" and on_heap(dest, em.ctx):
+        if buf.kind == "memory" and on_heap(dest):
             em.emit(f"free({buf.name});")

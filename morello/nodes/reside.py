@@ -76,10 +76,7 @@ class ResideAction(NodeBase):
         peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
         idx = ctx.target.level_index(self.level)
         lv = ctx.target.levels[idx]
-        units = sum(
-            memory_units(self.body.operands[i], lv, ctx.dtype(spec.operands[i].dtype).size)
-            for i in self.operands
-        )
+        units = sum(memory_units(self.body.operands[i], lv) for i in self.operands)
         peak[idx] = snap_up(peak[idx] + units)
         return tuple(peak)
 
@@ -99,16 +96,14 @@ def resident_operands(
     level = target.levels[idx]
     if spec.limits[idx] == 0:
         return None
-    moved = tuple(
-        i for i, ts in enumerate(spec.operands) if level.name in target.level(ts.level).moves_to
-    )
+    moved = tuple(i for i, ts in enumerate(spec.operands) if level.name in ts.level.moves_to)
     if not moved:
         return None
     operands = list(spec.operands)
     units = 0
     for i in moved:
-        operands[i] = attrs.evolve(spec.operands[i], level=level.name)
-        units += memory_units(operands[i], level, ctx.dtype(operands[i].dtype).size)
+        operands[i] = attrs.evolve(spec.operands[i], level=level)
+        units += memory_units(operands[i], level)
     if units > spec.limits[idx]:
         return None
     return moved, tuple(operands)

@@ -46,9 +46,9 @@ class OperandPattern:
         layout_named: Callable[[str, TensorSpec], bool],
     ) -> bool:
         """Whether ``ts`` fits; binds dim variables in ``bindings`` as a side effect."""
-        if ts.dtype != self.dtype or len(ts.shape) != len(self.dims):
+        if ts.dtype.name != self.dtype or len(ts.shape) != len(self.dims):
             return False
-        if self.levels and ts.level not in self.levels:
+        if self.levels and ts.level.name not in self.levels:
             return False
         if self.vector_size is not None and ts.vector_size != self.vector_size:
             return False

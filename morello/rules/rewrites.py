@@ -157,7 +157,7 @@ class DecomposeRule:
             limits: tuple[int, ...] | None = spec.limits
             for _, ts in placed:
                 idx = ctx.target.level_index(ts.level)
-                units = memory_units(ts, ctx.target.levels[idx], ctx.dtype(ts.dtype).size)
+                units = memory_units(ts, ts.level)
                 limits = subtract_limits(ctx.target, limits, idx, units)
                 if limits is None:
                     break

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from morello.dtypes import dtype
 from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
 from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction, ResideAction
@@ -252,7 +251,7 @@ class Pipeline:
         base = TensorSpec(shape, out.dtype, out.level, out.layout)
         for layout_name, temp in temp_buffers(base, ctx, rule.layouts):
             idx = ctx.target.level_index(temp.level)
-            units = memory_units(temp, ctx.target.levels[idx], ctx.dtype(temp.dtype).size)
+            units = memory_units(temp, temp.level)
             limits = subtract_limits(ctx.target, spec.limits, idx, units)
             if limits is None:
                 continue
@@ -364,7 +363,7 @@ def serial_over(spec: Spec, tensors: Iterable[TensorSpec], ctx: SynthesisContext
     share) may run in parallel, which also keeps the serial and parallel Specs to search
     from doubling below the first move.
     """
-    first = ctx.target.levels[0].name
+    first = ctx.target.levels[0]
     return spec.serial or any(t.level != first for t in tensors)
 
 
@@ -441,8 +440,7 @@ def _moves(
         copy_op = ctx.ruleset.copy_op(len(ts.shape))
         if copy_op is None:
             continue
-        src_level = target.level(ts.level)
-        elem = ctx.dtype(ts.dtype).size
+        src_level = ts.level
         reads = idx != last or spec.accum
         writes = idx == last
         for dest_name in src_level.moves_to:
@@ -452,7 +450,7 @@ def _moves(
             if dest_level.whole_specs or level_kind(dest_level) not in rule.into:
                 continue
             level_idx = target.level_index(dest_name)
-            for layout_name, dest in _destinations(rule, ts, dest_level.name, ctx):
+            for layout_name, dest in _destinations(rule, ts, dest_level, ctx):
                 if dest == ts:
                     continue
                 # A named layout at a cache level is a packed buffer there: a copy-in, so
@@ -460,9 +458,9 @@ def _moves(
                 new_buffer = dest_level.addressed or layout_name is not None
                 if new_buffer and not dest_level.addressed and writes:
                     continue
-                if not new_buffer and cache_ways(dest, dest_level, elem) > dest_level.ways:
+                if not new_buffer and cache_ways(dest, dest_level) > dest_level.ways:
                     continue
-                units = memory_units(dest, dest_level, elem)
+                units = memory_units(dest, dest_level)
                 limits = subtract_limits(target, spec.limits, level_idx, units)
                 if limits is None:
                     continue
@@ -481,7 +479,7 @@ def _moves(
 
 
 def _destinations(
-    rule: SchemaRule, ts: TensorSpec, level: str, ctx: SynthesisContext
+    rule: SchemaRule, ts: TensorSpec, level: MemoryLevel, ctx: SynthesisContext
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
     """Candidate (layout name, TensorSpec) for ``ts`` moved into ``level``, in a fixed order.
 
@@ -493,9 +491,9 @@ def _destinations(
 
 @functools.lru_cache(maxsize=1 << 16)
 def _destinations_for(
-    rule_layouts: tuple[str, ...], ts: TensorSpec, level: str, target: Target
+    rule_layouts: tuple[str, ...], ts: TensorSpec, level: MemoryLevel, target: Target
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
-    lv = target.level(level)
+    lv = level
     if not lv.addressed:
         # A cache holds the same bytes: same layout, same contiguity.
         cached = interned(attrs.evolve(ts, level=level, vector_size=None))
@@ -514,10 +512,10 @@ def _destinations_for(
 
 
 def _buffers_for(
-    names: tuple[str, ...], ts: TensorSpec, level: str, target: Target
+    names: tuple[str, ...], ts: TensorSpec, level: MemoryLevel, target: Target
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
     """New buffers for ``ts`` at ``level``: one per distinct layout of ``names`` and vector size."""
-    lv = target.level(level)
+    lv = level
     rank = len(ts.shape)
     if lv.counts_registers and not lv.vector_bytes:
         # Scalar registers are separate variables: layout means nothing there.
@@ -530,7 +528,7 @@ def _buffers_for(
             layouts.append((name, canon))
     vector_sizes: list[int | None] = [None]
     if lv.vector_bytes:
-        elem = dtype(ts.dtype).size
+        elem = ts.dtype.size
         vector_sizes = [
             vb // elem
             for vb in lv.vector_bytes
@@ -560,5 +558,5 @@ def temp_buffers(
     out: list[tuple[str | None, TensorSpec]] = []
     for lv in ctx.target.levels:
         if lv.addressed and (lv.counts_registers or not registers_only):
-            out.extend(_buffers_for(names, ts, lv.name, ctx.target))
+            out.extend(_buffers_for(names, ts, lv, ctx.target))
     return tuple(out)

@@ -85,7 +85,7 @@ class DeadEnds:
             )
         for ts, stranded in zip(spec.operands, strandings, strict=True):
             for level, exits in stranded:
-                if ts.level == level and all(limits[i] == 0 for i in exits):
+                if ts.level.name == level and all(limits[i] == 0 for i in exits):
                     return True
         return False
 

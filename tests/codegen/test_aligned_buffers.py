@@ -24,8 +24,8 @@ def test_aligned_empty(count: int, dtype: str) -> None:
 def test_to_buffer_is_aligned_and_round_trips(ctx: SynthesisContext) -> None:
     layout = packed_cols(2, 4).canonical((3, 8))
     assert layout is not None
-    ts = TensorSpec((3, 8), "bf16", "GL", layout)
+    ts = TensorSpec((3, 8), ctx.dtype("bf16"), ctx.target.levels[0], layout)
     values = ctx.dtype("bf16").quantize(np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8))
-    buf = to_buffer(values, ts, ctx)
+    buf = to_buffer(values, ts)
     assert buf.ctypes.data % BUFFER_ALIGN == 0
-    assert np.array_equal(from_buffer(buf, ts, ctx), values)
+    assert np.array_equal(from_buffer(buf, ts), values)

@@ -26,7 +26,9 @@ def test_packed_program_matches_numpy(ctx: SynthesisContext, tmp_path: Path) -> 
     packs = [
         n.action
         for n in impl.walk()
-        if isinstance(n.action, MoveAction) and n.action.new_buffer and n.action.dest.level == "L1"
+        if isinstance(n.action, MoveAction)
+        and n.action.new_buffer
+        and n.action.dest.level.name == "L1"
     ]
     assert [(m.operand, m.layout) for m in packs] == [(1, "row_major")]
     kernels = {n.action.kernel for n in impl.walk() if isinstance(n.action, KernelAction)}

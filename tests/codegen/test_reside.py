@@ -82,7 +82,7 @@ def test_a_spec_that_fits_has_only_the_forced_residency(l2ctx: SynthesisContext)
     (action,) = spec_actions(spec, l2ctx)
     assert isinstance(action, ResideAction)
     assert action.operands == (0, 1, 2)
-    assert all(t.level == "L2" for t in action.body.operands)
+    assert all(t.level.name == "L2" for t in action.body.operands)
     l2 = l2ctx.target.level_index("L2")
     assert action.body.limits[l2] == 0
     # Resident, it is never resident again.
@@ -102,14 +102,14 @@ def test_a_spec_too_large_is_not_resident(l2ctx: SynthesisContext) -> None:
     actions = spec_actions(spec, l2ctx)
     assert actions and not any(isinstance(a, ResideAction) for a in actions)
     for a in actions:  # nothing is moved into L2 one operand at a time
-        assert not (isinstance(a, MoveAction) and a.dest.level == "L2")
+        assert not (isinstance(a, MoveAction) and a.dest.level.name == "L2")
     impl, _ = synthesize(spec, l2ctx, {})
     resident = [n for n in impl.walk() if isinstance(n.action, ResideAction)]
     assert resident, "a tile of it fits the L2"
     for node in resident:  # below a residency, nothing is in main memory any more
         for below in node.walk():
             if below is not node:
-                assert all(t.level != "GL" for t in below.spec.operands)
+                assert all(t.level.name != "GL" for t in below.spec.operands)
     assert impl_problems(impl, l2ctx) == []
 
 
@@ -123,7 +123,7 @@ def _loop(spec: Spec, ctx: SynthesisContext, var: str, step: int) -> LoopAction:
 
 
 def _fill(spec: Spec, i: int, ctx: SynthesisContext) -> int:
-    resident = attrs.evolve(spec.operands[i], level="L2")
+    resident = attrs.evolve(spec.operands[i], level=ctx.target.level("L2"))
     return access_cost(spec.operands[i], ctx) - access_cost(resident, ctx)
 
 

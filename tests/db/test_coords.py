@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from morello.context import SynthesisContext
 from morello.db.coords import coords_to_spec, size_coord, size_from_coord, spec_to_coords
+from morello.dtypes import dtype
 from morello.layout import layout_by_name
 from morello.spec import Spec, TensorSpec
 
@@ -27,7 +28,7 @@ def tensor_specs(draw: st.DrawFn, shape: tuple[int, ...], ctx: SynthesisContext)
     if lv.vector_bytes:
         lanes = [vb // 4 for vb in lv.vector_bytes if (vb // 4) and len(shape)]
         vs = draw(st.sampled_from(lanes))
-    return TensorSpec(shape, "f32", level, canon, vs)
+    return TensorSpec(shape, dtype("f32"), lv, canon, vs)
 
 
 @st.composite
@@ -56,7 +57,7 @@ def test_coords_tile_sizes_are_positions_and_others_families_in_the_key(
     row = layout_by_name("row_major", 2)
     assert row is not None
     ts = [
-        TensorSpec(s, "f32", "GL", row.canonical(s))  # type: ignore[arg-type]
+        TensorSpec(s, dtype("f32"), ctx.target.levels[0], row.canonical(s))  # type: ignore[arg-type]
         for s in [(8, 5), (5, 12), (8, 12)]
     ]
     spec = Spec("matmul", ts, False, ctx.target.max_limits())

@@ -58,7 +58,7 @@ def test_the_goals_are_every_lattice_shape_and_layout() -> None:
     assert per_shape[(2, 2, 2)] == 8
     assert len({spec for _, spec in goals}) == len(goals)
     mixed = root_goals(ctx, "matmul", 2, ["f32", "bf16"])
-    dtypes = {tuple(t.dtype for t in spec.operands) for _, spec in mixed}
+    dtypes = {tuple(t.dtype.name for t in spec.operands) for _, spec in mixed}
     assert dtypes == {("f32", "f32", "f32"), ("bf16", "bf16", "f32")}
 
 

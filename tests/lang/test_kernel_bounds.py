@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from morello.dtypes import dtype
 from morello.errors import RuleError
 from morello.lang import parse_rule_file
 from morello.layout import row_major
 from morello.rules.kernels import Kernel, lane_mask
 from morello.spec import Spec, TensorSpec
+from morello.target import MemoryLevel
 
 
 def _tail(where: str) -> str:
@@ -35,8 +37,11 @@ def _parse(tmp_path: Path, text: str) -> Kernel:
     return kernel
 
 
+L1 = MemoryLevel(name="L1", capacity=32 * 1024, addressed=False)
+
+
 def _row(n: int) -> TensorSpec:
-    return TensorSpec((1, n), "f32", "L1", row_major(2))
+    return TensorSpec((1, n), dtype("f32"), L1, row_major(2))
 
 
 def _relu(n: int) -> Spec:

@@ -126,7 +126,7 @@ def test_spec_build_program_makes_root_spec(tmp_path: Path, ctx: SynthesisContex
     assert not spec.accum
     assert not spec.serial
     assert [t.shape for t in spec.operands] == [(8, 16), (16, 4), (8, 4)]
-    assert {t.level for t in spec.operands} == {ctx.target.levels[0].name}
+    assert {t.level for t in spec.operands} == {ctx.target.levels[0]}
     assert [t.layout.describe(2) for t in spec.operands] == ["row_major", "col_major", "row_major"]
     assert program.operand_params == ("a", "b", "c")
     assert [name for name, _ in program.params] == ["a", "b"]

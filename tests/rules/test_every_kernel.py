@@ -30,6 +30,7 @@ from morello.codegen import harness
 from morello.codegen.compile import compile_shared
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
+from morello.dtypes import dtype
 from morello.errors import NoImplementationError
 from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
@@ -104,8 +105,8 @@ def leaf_spec(kernel: Kernel, ctx: SynthesisContext) -> Spec:
         assert layout is not None
         canon = layout.canonical(shape)
         assert canon is not None
-        level = pat.levels[0] if pat.levels else ctx.target.levels[0].name
-        operands.append(TensorSpec(shape, pat.dtype, level, canon, pat.vector_size))
+        level = ctx.target.level(pat.levels[0]) if pat.levels else ctx.target.levels[0]
+        operands.append(TensorSpec(shape, dtype(pat.dtype), level, canon, pat.vector_size))
     return Spec(kernel.op, tuple(operands), kernel.accum, ctx.target.max_limits())
 
 

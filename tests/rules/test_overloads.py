@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from morello.context import SynthesisContext, make_context
+from morello.dtypes import dtype
 from morello.errors import RuleError, SpecError
 from morello.lang.rule_file import parse_rule_file
 from morello.lang.spec_file import Program, build_program, parse_spec_file
@@ -94,11 +95,11 @@ def test_in_registers_places_temporaries_in_registers_only(ctx: SynthesisContext
         r for r in ctx.ruleset.rules if isinstance(r, DecomposeRule) and r.name == "exp_shifted"
     )
     assert rule.registers_only
-    ts = TensorSpec((1, 8), "f32", "GL", row_major(2))
+    ts = TensorSpec((1, 8), dtype("f32"), ctx.target.levels[0], row_major(2))
     everywhere = {t.level for _, t in temp_buffers(ts, ctx)}
     registers = {t.level for _, t in temp_buffers(ts, ctx, registers_only=True)}
     assert registers and registers < everywhere
-    assert all(ctx.target.level(lv).counts_registers for lv in registers)
+    assert all(lv.counts_registers for lv in registers)
 
 
 def test_in_registers_without_temporaries_is_an_error(tmp_path: Path) -> None:
@@ -153,5 +154,5 @@ def test_graph_moves_go_into_the_cache_only(ctx: SynthesisContext) -> None:
     spec = _program(ctx, text).spec
     moves = [a for a in spec_actions(spec, ctx) if isinstance(a, MoveAction)]
     assert moves
-    assert {ctx.target.level(m.dest.level).addressed for m in moves} == {False}
+    assert {m.dest.level.addressed for m in moves} == {False}
     assert {m.operand for m in moves} == {0, 1, 2}  # the inputs, not the output

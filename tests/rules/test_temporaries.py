@@ -82,7 +82,9 @@ def test_search_offers_the_temporary_at_every_addressed_level(
         if isinstance(a, BlockAction) and a.rule == "via_temp"
     ]
     placed = sorted(
-        (ts.level, name or "-", ts.vector_size or 0) for b in blocks for name, ts in b.temporaries
+        (ts.level.name, name or "-", ts.vector_size or 0)
+        for b in blocks
+        for name, ts in b.temporaries
     )
     addressed = [lv for lv in temp_ctx.target.levels if lv.addressed]
     # A temporary is laid out like the output; in main memory the row-major temporary would
@@ -149,7 +151,7 @@ def test_every_placement_of_the_temporary_compiles_and_matches_numpy(
             check(lib, program, temp_ctx)  # raises CheckFailed on a mismatch
             assert block.describe().startswith(f"via_temp: block of 2, temporary f32[2, {n}] @")
             ((_, temp),) = block.temporaries
-            compiled.add(temp.level)
+            compiled.add(temp.level.name)
     # Not main memory: laid out like the output, the temporary there would be the output.
     # (Temporaries in main memory are compiled by the graph tests: pipelined intermediates.)
     main = temp_ctx.target.levels[0].name

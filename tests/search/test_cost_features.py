@@ -78,7 +78,7 @@ def test_scratch_must_fit_the_limits(ctx: SynthesisContext) -> None:
         "    y = matmul(x, w)\n}\n"
     )
     spec = _program(ctx, text).spec
-    out = attrs.evolve(spec.operands[-1], level="VRF", vector_size=8)
+    out = attrs.evolve(spec.operands[-1], level=ctx.target.level("VRF"), vector_size=8)
     leaf = attrs.evolve(spec, operands=(*spec.operands[:-1], out), accum=True)
     vrf = ctx.target.level_index("VRF")
 
@@ -109,7 +109,7 @@ def test_gemma_walks_several_panels_into_many_accumulators(ctx: SynthesisContext
     vrf_moves = [
         n.action.dest
         for n in impl.walk()
-        if isinstance(n.action, MoveAction) and n.action.dest.level == "VRF"
+        if isinstance(n.action, MoveAction) and n.action.dest.level.name == "VRF"
     ]
     widest = max(vrf_moves, key=lambda d: d.volume)
     assert widest.shape[1] >= 64 and 8 <= widest.volume // 8 <= 16, vrf_moves

@@ -73,7 +73,7 @@ def test_stranded_operand(ctx: SynthesisContext) -> None:
         pytest.skip(f"the kernels of {ctx.target.name} read every level")
     i, level, exits = found[0]
     operands = list(spec.operands)
-    operands[i] = attrs.evolve(operands[i], level=level)
+    operands[i] = attrs.evolve(operands[i], level=ctx.target.level(level))
     starved = tuple(0 if j in exits else n for j, n in enumerate(spec.limits))
     assert judge.dead(attrs.evolve(spec, operands=tuple(operands), limits=starved))
     assert not judge.dead(attrs.evolve(spec, operands=tuple(operands)))

@@ -88,7 +88,7 @@ def test_rules_offer_pipelines_and_fused_tiles(ctx: SynthesisContext) -> None:
     spec = program(ctx, chain(2, 8, 8, 8)).spec  # h: f32[2, 8], in memory or registers
     actions = spec_actions(spec, ctx)
     pipes = [a for a in actions if isinstance(a, BlockAction) and a.rule == "pipeline"]
-    assert {ts.level for p in pipes for _, ts in p.temporaries} == {
+    assert {ts.level.name for p in pipes for _, ts in p.temporaries} == {
         lv.name for lv in ctx.target.levels if lv.addressed
     }
     first, rest = pipes[0].stages

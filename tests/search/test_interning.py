@@ -15,16 +15,20 @@ import pytest
 
 from morello import spec as spec_module
 from morello.context import SynthesisContext
+from morello.dtypes import dtype
 from morello.layout import layout_by_name
 from morello.rules.schemas import tile_tensor
 from morello.search.solve import synthesize
 from morello.spec import Spec, TensorSpec, interned, lines_and_runs
+from morello.target import MemoryLevel
+
+GL = MemoryLevel(name="GL", capacity=1 << 31)
 
 
-def _tensor(rows: int, cols: int, level: str = "GL") -> TensorSpec:
+def _tensor(rows: int, cols: int) -> TensorSpec:
     layout = layout_by_name("row_major", 2)
     assert layout is not None
-    return TensorSpec((rows, cols), "f32", level, layout.canonical((rows, cols)))
+    return TensorSpec((rows, cols), dtype("f32"), GL, layout.canonical((rows, cols)))
 
 
 def test_interned_returns_one_object_per_value() -> None:

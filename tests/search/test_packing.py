@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from morello.context import SynthesisContext
+from morello.dtypes import dtype
 from morello.layout import row_major
 from morello.nodes import MoveAction
 from morello.rules.schemas import tile_tensor
@@ -20,15 +22,16 @@ from morello.search.expand import spec_actions
 from morello.spec import Spec, TensorSpec, cache_ways
 from morello.target import MemoryLevel, Target
 
+GL = MemoryLevel(name="GL", capacity=1 << 31)
 L1 = MemoryLevel(name="L1", capacity=32 * 1024, addressed=False, ways=8, packs=("row_major",))
 
 
-def _gl(shape: tuple[int, ...]) -> TensorSpec:
-    return TensorSpec(shape, "f32", "GL", row_major(len(shape)))
+def _gl(shape: tuple[int, ...], level: MemoryLevel = GL) -> TensorSpec:
+    return TensorSpec(shape, dtype("f32"), level, row_major(len(shape)))
 
 
-def _tile(parent: tuple[int, int], shape: tuple[int, int]) -> TensorSpec:
-    ts: TensorSpec | None = _gl(parent)
+def _tile(parent: tuple[int, int], shape: tuple[int, int], level: MemoryLevel = GL) -> TensorSpec:
+    ts: TensorSpec | None = _gl(parent, level)
     for dim, size in enumerate(shape):
         assert ts is not None
         ts = tile_tensor(ts, dim, size)
@@ -38,26 +41,29 @@ def _tile(parent: tuple[int, int], shape: tuple[int, int]) -> TensorSpec:
 
 def test_cache_ways_of_contiguous_and_strided_tiles() -> None:
     assert L1.sets == 64
-    assert cache_ways(_gl((1, 256)), L1, 4) == 1  # 16 lines in 16 sets
-    assert cache_ways(_gl((64, 128)), L1, 4) == 8  # 512 lines: the whole cache
-    assert cache_ways(_tile((512, 512), (16, 16)), L1, 4) == 16  # 16 rows, 1 line each
-    assert cache_ways(_tile((512, 512), (8, 16)), L1, 4) == 8
-    assert cache_ways(_tile((4, 4096), (4, 1024)), L1, 4) == 4  # 4 rows of 64 lines
-    assert cache_ways(_tile((2, 8192), (2, 2048)), L1, 4) == 4  # 2 rows of 128 lines
+    assert cache_ways(_gl((1, 256)), L1) == 1  # 16 lines in 16 sets
+    assert cache_ways(_gl((64, 128)), L1) == 8  # 512 lines: the whole cache
+    assert cache_ways(_tile((512, 512), (16, 16)), L1) == 16  # 16 rows, 1 line each
+    assert cache_ways(_tile((512, 512), (8, 16)), L1) == 8
+    assert cache_ways(_tile((4, 4096), (4, 1024)), L1) == 4  # 4 rows of 64 lines
+    assert cache_ways(_tile((2, 8192), (2, 2048)), L1) == 4  # 2 rows of 128 lines
     plain = MemoryLevel(name="L1", capacity=32 * 1024, addressed=False)
-    assert cache_ways(_tile((512, 512), (16, 16)), plain, 4) == 0
+    assert cache_ways(_tile((512, 512), (16, 16)), plain) == 0
 
 
 def _moves_of(spec: Spec, operand: int, ctx: SynthesisContext) -> list[MoveAction]:
     return [
         a
         for a in spec_actions(spec, ctx)
-        if isinstance(a, MoveAction) and a.operand == operand and a.dest.level == "L1"
+        if isinstance(a, MoveAction) and a.operand == operand and a.dest.level.name == "L1"
     ]
 
 
 def _matmul(ctx: SynthesisContext, a: TensorSpec, b: TensorSpec, c: TensorSpec) -> Spec:
-    return Spec("matmul", (a, b, c), True, ctx.target.max_limits())
+    """A product over ``a``, ``b``, ``c`` moved into the target's main memory."""
+    gl = ctx.target.levels[0]
+    operands = tuple(attrs.evolve(t, level=gl) for t in (a, b, c))
+    return Spec("matmul", operands, True, ctx.target.max_limits())
 
 
 def test_strided_panel_is_packed_not_cached(ctx: SynthesisContext) -> None:

@@ -71,7 +71,7 @@ def test_below_a_move_into_a_per_core_level_code_is_serial(
 ) -> None:
     ctx2 = threaded(ctx, 2)
     spec = parallel(matmul_spec(4, 2, 4))
-    first = ctx.target.levels[0].name
+    first = ctx.target.levels[0]
     for action in spec_actions(spec, ctx2):
         for child in action.children:
             if any(t.level != first for t in child.operands):

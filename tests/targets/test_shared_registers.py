@@ -69,7 +69,7 @@ def _most_registers(impl: Impl, ctx: SynthesisContext, files: dict[int, int]) ->
         idx = ctx.target.level_index(action.dest.level)
         if idx in files:
             lv = ctx.target.levels[idx]
-            here = memory_units(action.dest, lv, ctx.dtype(action.dest.dtype).size)
+            here = memory_units(action.dest, lv)
     for child in impl.children:
         worst = max(worst, _most_registers(child, ctx, files))
     return here + worst

@@ -102,10 +102,10 @@ def test_spr_register_tile_of_28_accumulators(ctx: SynthesisContext, tmp_path: P
         n.action.dest
         for n in impl.walk()
         if isinstance(n.action, MoveAction)
-        and n.action.dest.level == "VRF"
+        and n.action.dest.level.name == "VRF"
         and n.action.operand == 2
     ]
-    assert max(memory_units(t, vrf, 4) for t in tiles) == 28, [t.describe() for t in tiles]
+    assert max(memory_units(t, vrf) for t in tiles) == 28, [t.describe() for t in tiles]
     assert "_mm512_fmadd_ps" in c_text
 
 

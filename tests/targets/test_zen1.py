@@ -106,8 +106,8 @@ def test_zen1_register_tile_holds_12_accumulators_and_matches_numpy(tmp_path: Pa
         n.action.dest
         for n in impl.walk()
         if isinstance(n.action, MoveAction)
-        and n.action.dest.level == "VRF"
+        and n.action.dest.level.name == "VRF"
         and n.action.operand == 2
     ]
     assert tiles
-    assert max(memory_units(t, vrf, 4) for t in tiles) == 12, [t.describe() for t in tiles]
+    assert max(memory_units(t, vrf) for t in tiles) == 12, [t.describe() for t in tiles]
