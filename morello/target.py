@@ -6,10 +6,14 @@ Nothing here names a particular machine; targets are built by plugins (see hooks
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
 from morello.layout import layout_by_name
+
+if TYPE_CHECKING:
+    from morello.dtypes import Dtype
 
 #: Roles of memory levels, which rule files meant for several targets name instead of levels:
 #: addressed memory (buffers), a cache, scalar registers, vector registers.
@@ -377,7 +381,7 @@ class Target:
                 return i
         raise KeyError(name)
 
-    def vector_type(self, dtype: object, lanes: int) -> VectorType | None:
+    def vector_type(self, dtype: str | Dtype, lanes: int) -> VectorType | None:
         """The vector type holding ``lanes`` elements of ``dtype`` (a Dtype or its name)."""
         name = str(dtype)
         for vt in self.vector_types:

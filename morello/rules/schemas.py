@@ -493,14 +493,13 @@ def _destinations(
 def _destinations_for(
     rule_layouts: tuple[str, ...], ts: TensorSpec, level: MemoryLevel, target: Target
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
-    lv = level
-    if not lv.addressed:
+    if not level.addressed:
         # A cache holds the same bytes: same layout, same contiguity.
         cached = interned(attrs.evolve(ts, level=level, vector_size=None))
         # Or a packed copy: a new, contiguous buffer in one of the layouts the level packs
         # into (and the rule allows). A copy the body could not tell from the cached view
         # (same layout, same contiguity) is left out: it would cost a copy, change nothing.
-        names = tuple(n for n in lv.packs if rule_layouts == ("*",) or n in rule_layouts)
+        names = tuple(n for n in level.packs if rule_layouts == ("*",) or n in rule_layouts)
         packed = tuple(
             (name, dest)
             for name, dest in _buffers_for(names, ts, level, target)
@@ -515,9 +514,8 @@ def _buffers_for(
     names: tuple[str, ...], ts: TensorSpec, level: MemoryLevel, target: Target
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
     """New buffers for ``ts`` at ``level``: one per distinct layout of ``names`` and vector size."""
-    lv = level
     rank = len(ts.shape)
-    if lv.counts_registers and not lv.vector_bytes:
+    if level.counts_registers and not level.vector_bytes:
         # Scalar registers are separate variables: layout means nothing there.
         names = names[:1]
     layouts: list[tuple[str, Layout]] = []
@@ -527,11 +525,11 @@ def _buffers_for(
         if canon is not None and all(canon != have for _, have in layouts):
             layouts.append((name, canon))
     vector_sizes: list[int | None] = [None]
-    if lv.vector_bytes:
+    if level.vector_bytes:
         elem = ts.dtype.size
         vector_sizes = [
             vb // elem
-            for vb in lv.vector_bytes
+            for vb in level.vector_bytes
             if vb % elem == 0
             and ts.volume % (vb // elem) == 0
             and target.vector_type(ts.dtype, vb // elem) is not None

@@ -90,9 +90,10 @@ class _Walk:
         self.solved: dict[Spec, Solution | None] = {}  # Specs whose actions were enumerated
         self.ranges: dict[tuple[Any, ...], list[tuple[tuple[int, ...], Solution | None]]] = {}
         self.path: dict[Spec, None] = {}  # the Specs being solved, outermost first
-        self.dead_ends: DeadEnds = ctx.derived.get("dead_ends") or ctx.derived.setdefault(
-            "dead_ends", DeadEnds(ctx)
-        )
+        dead_ends = ctx.derived.get("dead_ends")
+        if dead_ends is None:
+            dead_ends = ctx.derived["dead_ends"] = DeadEnds(ctx)
+        self.dead_ends: DeadEnds = dead_ends
         self.edges = 0
 
     def answer(self, spec: Spec) -> Answer:
