@@ -605,7 +605,8 @@ Fit the target's cost coefficients to this machine. Small whole programs built f
 target's own kernels and moves (matrix products of several shapes and layouts, vector-matrix
 products that stream their weights, elementwise ops, a softmax) are synthesized, each with
 its cheapest rivals under the model, then compiled, checked against NumPy and timed, in
---rounds rounds (the median is kept). A program's cost is linear in the coefficients, so
+--rounds rounds (the fastest round is kept: other work on a shared machine only slows a
+program down). A program's cost is linear in the coefficients, so
 they are fitted by non-negative least squares (SciPy: pip install 'morello[fit]'), in
 picoseconds: to each program's time (relative error), to the difference in time between
 every two programs of one function (what the search must rank), and weakly toward the
@@ -631,7 +632,12 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", "-t", help="target to calibrate (see --list-targets)")
     p.add_argument("--show", action="store_true", help="print the coefficients in use and exit")
     p.add_argument("--json", action="store_true", help="print a JSON object")
-    p.add_argument("--rounds", type=int, default=5, help="times each program is timed (default 5)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="times each program is timed; its fastest is fitted (default 5)",
+    )
     p.add_argument(
         "--per-function",
         type=int,
