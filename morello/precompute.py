@@ -215,6 +215,16 @@ def solve_task(
     return boxes, solved, pickled, shared, _SOURCE, solved_goals, unsat
 
 
+def release_worker_state() -> None:
+    """Let go of this worker process's tables and contexts (run on every worker at the end).
+
+    Freed here, while the worker is idle, they cost about 0.1 s; left for the worker's
+    shutdown, closing a two-worker local cluster took 2-2.5 s instead of 0.4 s, paid by
+    every precompute."""
+    _TABLES.clear()
+    _CONTEXTS.clear()
+
+
 # ---- the driver side -----------------------------------------------------------------------
 
 
@@ -382,4 +392,5 @@ def _run_stages(
                 future.release()
             table.flush()  # the next stage's workers read what this one found
             last_flush = time.monotonic()
+        client.run(release_worker_state)
     return solved_goals, unsat, specs, nworkers

@@ -132,8 +132,13 @@ class BoxTable:
 
 def _union_is_box(a: Box, b: Box) -> bool:
     """Whether two boxes touch or overlap along one axis and agree on every other."""
-    differing = [i for i in range(len(a.lo)) if (a.lo[i], a.hi[i]) != (b.lo[i], b.hi[i])]
-    if len(differing) != 1:
-        return len(differing) == 0
-    i = differing[0]
-    return a.lo[i] <= b.hi[i] + 1 and b.lo[i] <= a.hi[i] + 1
+    alo, ahi, blo, bhi = a.lo, a.hi, b.lo, b.hi
+    axis = -1
+    for i in range(len(alo)):
+        if alo[i] != blo[i] or ahi[i] != bhi[i]:
+            if axis >= 0:
+                return False  # a second axis differs (most candidates stop here)
+            axis = i
+    if axis < 0:
+        return True
+    return alo[axis] <= bhi[axis] + 1 and blo[axis] <= ahi[axis] + 1
