@@ -11,8 +11,8 @@ batches of one function's programs taken in turn). Each program's cost is linear
 coefficients (``calibration.features``: how much its cost grows per unit of each); the
 coefficients are fitted by non-negative least squares on relative error
 (``calibration.fit``). The whole timing is repeated ``rounds`` times and each program's
-fastest round is fitted (``quiet_time``). The result is written to the per-machine file that the
-calibration plugin reads (``calibration.save``).
+fastest round is fitted (``quiet_time``). The result is written to the per-machine file
+that the calibration plugin reads (``calibration.save``).
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ TRAINING: tuple[str, ...] = (
 
 
 #: Weight of the pull toward the target's defaults (``calibration.fit``'s ``prior``). A
-#: trade (BENCHMARKS.md): fitted to one run and tested on functions left out of the fit in
-#: another, 0.3 ranked a held-out function's programs a little better (Kendall tau 0.31-0.34
-#: against 0.28-0.32) but moved the worst coefficient by 21% between two runs; 0.6 by 9%;
-#: 1.0 by 6%, at tau 0.26-0.29.
+#: trade measured on three runs (BENCHMARKS.md): fitted to one run and tested on functions
+#: left out of the fit in another, 0.3 ranked a left-out function's programs a little better
+#: (Kendall tau 0.30-0.35, against 0.28-0.33 for 0.6 and 0.26-0.30 for 1.0), but the worst
+#: coefficient moved by up to 57% between two runs, against 22% and 11%.
 PRIOR = 0.6
 
 
