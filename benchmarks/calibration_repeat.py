@@ -26,23 +26,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scipy.stats import kendalltau
-
 from morello import calibration
+from morello.codegen.fidelity import rank_agreement
 from morello.context import make_context
 from morello.plugins import CALIBRATION_PLUGIN, Plugins
 
 REDUCE = {"median": statistics.median, "fastest": min}
 
 
-def _tau(xs: list[float], ys: list[float]) -> float:
-    t = kendalltau(xs, ys).statistic
-    return 0.0 if t != t else float(t)  # NaN: a constant side
-
-
 def _fit(doc: dict[str, Any], rows: list[int], how: str, prior: float, base: Any) -> Any:
     det = [doc["detail"][i] for i in rows]
-    coeffs, stats = calibration.fit(
+    return calibration.fit(
         [d["features"] for d in det],
         [REDUCE[how](d["rounds"]) for d in det],
         doc["names"],
@@ -50,7 +44,6 @@ def _fit(doc: dict[str, Any], rows: list[int], how: str, prior: float, base: Any
         prior=prior,
         groups=[d["function"] for d in det],
     )
-    return coeffs, stats
 
 
 def main() -> int:
@@ -96,7 +89,7 @@ def main() -> int:
                     pred = calibration.predict([keys[k][1] for k in test], names, coeffs)
                     got = [REDUCE[how](docs[j]["detail"][k]["rounds"]) for k in test]
                     errs += [abs(p * 1e-12 - t) / t for p, t in zip(pred, got, strict=True)]
-                    taus.append(_tau(pred, got))
+                    taus.append(rank_agreement(pred, got)["kendall_tau"] or 0.0)
                 held_err.append(statistics.median(errs))
                 held_tau.append(statistics.fmean(taus))
             print(
