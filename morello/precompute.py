@@ -19,13 +19,15 @@ smaller first, so most of what a stage needs was stored by earlier ones; a stage
 grouped into tasks by shape (all layouts and dtypes of one shape share most sub-problems).
 Workers (a ``distributed.LocalCluster`` by default, or the cluster at ``--scheduler``) read
 the table file, solve their task in memory and send back the boxes they found; this process
-is the one writer: it merges them into the file, one short transaction at a time. With the
-boxes, a worker sends the Specs it solved with their costs, which the writer passes on to
-the other workers through the file (``MemoTable.refresh``): a stored decision alone would
-have to be resolved again, walking its subtree, and with two workers most of what one needs
-the other solved. A goal already answered by the table is not submitted again, so an
-interrupted run resumes where it stopped; a lock file keeps two precomputes from filling one
-file at once.
+is the one writer: it merges them into the file, one short transaction every few seconds.
+With the boxes, a worker sends the Specs it solved with their costs; the writer passes each
+such batch on to the other workers through the file at once (``MemoTable.publish`` and
+``refresh``). A worker so keeps its copy of the table up to date without reading back the
+keys the writer rewrote, and knows the other workers' solutions with their costs: a stored
+decision alone would have to be resolved again, walking its subtree, and with two workers
+most of what one needs the other solved. A goal already answered by the table is not
+submitted again, so an interrupted run resumes where it stopped; a lock file keeps two
+precomputes from filling one file at once.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
-    from morello.db.coords import Key
     from morello.db.table import MemoTable
 
 
@@ -184,22 +185,22 @@ def _worker_context(target: str, rules: tuple[str, ...], threads: int) -> Synthe
 
 def solve_task(
     target: str, rules: tuple[str, ...], threads: int, db: str, goals: tuple[Spec, ...]
-) -> tuple[dict[Key, list[Any]], int, int, bytes, str, int, int]:
-    """Solve ``goals`` against the table at ``db`` (read only). Returns the boxes found (by
-    table key), the Specs solved, their pickled size and the pickle itself (solutions with
-    costs, for the other workers), this worker's name as their source, goals solved, goals
-    with no implementation."""
+) -> tuple[bytes, int, int, str, int, int]:
+    """Solve ``goals`` against the table at ``db`` (read only). Returns what was found as one
+    batch (the boxes, and the Specs solved with their costs, for the writer and the other
+    workers: ``MemoTable.collect``), the number of Specs solved and their pickled size,
+    this worker's name as the batch's source, goals solved, goals with no implementation."""
     from morello.db.sqlite import open_table
     from morello.search.solve import synthesize
 
     ctx = _worker_context(target, rules, threads)
     # One read-only table per worker process and file, kept from task to task with the
-    # solutions it resolved; keys the writer stored since are read again on a miss, and the
-    # solutions other workers sent are taken in with their costs.
+    # solutions it resolved; the boxes and solutions other workers found are taken in from
+    # the batches the writer passes on, so no key is read from the file twice.
     memo = _TABLES.get((db, id(ctx)))
     if memo is None:
         memo = _TABLES[(db, id(ctx))] = open_table(db, ctx, read_only=True)
-    memo.refresh(_SOURCE)
+    memo.refresh(_SOURCE, reread=False)
     solved_goals = unsat = 0
     for spec in goals:
         if memo.get(spec) is not MISSING:
@@ -209,10 +210,10 @@ def solve_task(
             solved_goals += 1
         except NoImplementationError:
             unsat += 1
-    boxes, solved, pickled, shared = memo.collect()
+    batch, solved, pickled = memo.collect()
     if len(memo.solutions) > _MAX_KEPT:
         memo.solutions.clear()  # bound the worker's memory; they are resolved again if needed
-    return boxes, solved, pickled, shared, _SOURCE, solved_goals, unsat
+    return batch, solved, pickled, _SOURCE, solved_goals, unsat
 
 
 def release_worker_state() -> None:
@@ -378,8 +379,9 @@ def _run_stages(
             ]
             sizes = {f.key: len(t.goals) for f, t in zip(futures, tasks, strict=True)}
             for future in distributed.as_completed(futures):
-                boxes, solved, pickled, shared, source, done, none = future.result()
-                table.absorb(boxes, solved, pickled, shared, source)
+                batch, solved, pickled, source, done, none = future.result()
+                table.absorb(batch, solved, pickled, source)
+                table.publish()  # to the other workers at once
                 if time.monotonic() - last_flush > _FLUSH_EVERY_S:
                     table.flush()  # one short transaction every few seconds
                     last_flush = time.monotonic()
@@ -390,7 +392,5 @@ def _run_stages(
                 rate = specs / max(time.perf_counter() - t0, 1e-9)
                 bar.set_postfix_str(f"{rate:.0f} Specs/s")
                 future.release()
-            table.flush()  # the next stage's workers read what this one found
-            last_flush = time.monotonic()
         client.run(release_worker_state)
     return solved_goals, unsat, specs, nworkers

@@ -17,8 +17,9 @@ the lock, and a writer first merges into its boxes whatever another process stor
 same key since it read it (each row carries a revision), so no one's work is overwritten.
 Boxes never contradict each other, so merged tables stay consistent.
 
-While a precompute runs, a ``shared`` table also holds batches of pickled solutions with
-their costs, which its writer passes from each worker to the others (``SqliteStore.share``);
+While a precompute runs, a ``shared`` table also holds pickled batches of boxes and
+solutions with their costs, which its writer passes from each worker to the others
+(``SqliteStore.share``);
 the precompute drops it when it ends (and when it starts, after an interrupted run).
 """
 
@@ -28,7 +29,6 @@ import contextlib
 import hashlib
 import operator
 import os
-import pickle
 import sqlite3
 import struct
 import sys
@@ -42,9 +42,15 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from morello import __version__
 from morello.db.boxes import Box, BoxTable, Point, Value
 from morello.db.coords import Key
-from morello.db.table import MemoTable, key_text, value_from_text, value_text
+from morello.db.table import (
+    Batch,
+    MemoTable,
+    key_text,
+    unpack_batch,
+    value_from_text,
+    value_text,
+)
 from morello.errors import MemoTableError
-from morello.spec import Spec
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -77,8 +83,9 @@ CREATE TABLE IF NOT EXISTS tables (
 );
 """
 _TABLES: Final = frozenset({"meta", "namespaces", "decisions", "tables"})
-#: Solutions with their costs, pickled, that a precompute's writer passes from each worker to
-#: the others while it runs (``SqliteStore.share``); dropped when the precompute ends.
+#: Batches of boxes and solutions with their costs, pickled, that a precompute's writer
+#: passes from each worker to the others while it runs (``SqliteStore.share``); dropped when
+#: the precompute ends.
 _SHARED_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS shared (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -357,9 +364,9 @@ class SqliteStore:
         return [k for k, t in memo.tables.items() if revs.get(self._row_id(k), 0) != t.rev]
 
     def share(self, batches: list[tuple[str, bytes]]) -> None:
-        """Keep batches of pickled solutions for the other readers of the file (a precompute's
-        workers), in the ``shared`` table, which ``drop_shared`` removes; tagged with their
-        source and this namespace."""
+        """Keep pickled batches (``MemoTable.collect``) for the other readers of the file (a
+        precompute's workers), in the ``shared`` table, which ``drop_shared`` removes;
+        tagged with their source and this namespace."""
         with self._transaction(f"cannot write memo table {self.path}"):
             self.conn.execute(_SHARED_SCHEMA)
             self.conn.executemany(
@@ -367,7 +374,7 @@ class SqliteStore:
                 [(self.ns, source, blob) for source, blob in batches],
             )
 
-    def shared(self, after: int, source: str) -> tuple[int, list[dict[Spec, Any]]]:
+    def shared(self, after: int, source: str) -> tuple[int, list[Batch]]:
         """The batches of this namespace kept after number ``after`` by sources other than
         ``source`` (unpickled; filtered in the query, so a worker never reads its own back),
         and the number of the last of them (``after`` if none)."""
@@ -382,7 +389,7 @@ class SqliteStore:
             raise self._damaged(exc) from None
         last = rows[-1][0] if rows else after
         try:
-            return last, [pickle.loads(blob) for _, blob in rows]
+            return last, [unpack_batch(blob) for _, blob in rows]
         except Exception as exc:  # any failure to unpickle: the file is damaged
             raise self._damaged(exc) from None
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
-from morello.db.boxes import BoxTable, Value
+from morello.db.boxes import Box, BoxTable, Value
 from morello.db.coords import Key, Point, limit_coord, spec_to_coords
 from morello.spec import Spec
 
@@ -90,6 +90,24 @@ class Decided:
     decision: tuple[Any, ...]
 
 
+#: What a read-only table collected, as ``MemoTable.refresh`` takes it in: the boxes added
+#: (by table key: rows of corners and decision), and the Specs solved with their decisions,
+#: costs and peaks (None: no implementation).
+Batch = tuple[dict[Key, list[tuple[Point, Point, Value]]], dict[Spec, Any]]
+
+
+def pack_batch(boxes: dict[Key, list[tuple[Point, Point, Value]]], solutions: bytes) -> bytes:
+    """One batch, pickled: the boxes, and the solutions as a pickled dict (``solutions``,
+    already pickled for its size, is kept as bytes, not pickled again)."""
+    return pickle.dumps((boxes, solutions), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_batch(batch: bytes, *, solutions: bool = True) -> Batch:
+    """The boxes and (when ``solutions``) the solutions of a packed batch."""
+    boxes, blob = pickle.loads(batch)
+    return boxes, (pickle.loads(blob) if solutions and blob else {})
+
+
 class Store(Protocol):
     """Where a MemoTable persists its boxes."""
 
@@ -104,9 +122,9 @@ class Store(Protocol):
         """The keys of ``memo``'s box tables that were stored since they were read."""
 
     def share(self, batches: list[tuple[str, bytes]]) -> None:
-        """Keep ``(source, pickled solutions)`` batches for other readers (``shared``)."""
+        """Keep ``(source, batch)`` pairs (``MemoTable.collect``) for other readers."""
 
-    def shared(self, after: int, source: str) -> tuple[int, list[dict[Spec, Any]]]:
+    def shared(self, after: int, source: str) -> tuple[int, list[Batch]]:
         """The batches kept since number ``after`` that ``source`` did not send (unpickled),
         and the number of the last of them."""
 
@@ -145,8 +163,10 @@ class MemoTable:
         # ``put``s: worked out once for both (a cache, emptied at each flush).
         self._missed: dict[Spec, tuple[Key, Point]] = {}
         self._last_flush = time.monotonic()
-        self._outgoing: list[tuple[str, bytes]] = []  # absorbed solutions, shared at flush
-        self._shared_seen = 0  # the last batch of shared solutions read (``refresh``)
+        self._outgoing: list[tuple[str, bytes]] = []  # absorbed batches, for ``publish``
+        self._shared_seen = 0  # the last shared batch read (``refresh``)
+        # Boxes of shared batches for keys not read yet (``refresh``; taken in by ``table``).
+        self._pending: dict[Key, list[tuple[Point, Point, Value]]] = {}
 
     def table(self, key: Key) -> BoxTable:
         """The box table of ``key``, read from the store the first time."""
@@ -155,6 +175,9 @@ class MemoTable:
             t = BoxTable(len(self.ctx.ruleset.ops[key[0]].index_vars))
             if self.store is not None:
                 self.store.load_key(key, t)
+            pending = self._pending.pop(key, None)
+            if pending is not None:
+                _take_in(t, pending)
             self.tables[key] = t
         return t
 
@@ -205,9 +228,7 @@ class MemoTable:
             return
         solved, pickled, _ = self._counts()
         self.store.save(self, sorted(self._dirty, key=key_text), solved, pickled)
-        if self._outgoing:
-            self.store.share(self._outgoing)
-            self._outgoing = []
+        self.publish()
         self._dirty.clear()
         self._unsaved.clear()
         self._counted = (0, 0)
@@ -223,10 +244,10 @@ class MemoTable:
             pickled += len(blob)
         return solved, pickled, blob
 
-    def collect(self) -> tuple[dict[Key, list[tuple[Any, Any, Value]]], int, int, bytes]:
-        """The boxes added since the last ``collect`` (by table key), how many Specs were
-        solved, their size as a pickled dict, and that dict (for ``absorb``'s ``shared``);
-        forgets them (they are not written)."""
+    def collect(self) -> tuple[bytes, int, int]:
+        """What was added since the last ``collect``, as one batch for ``absorb``: the new
+        boxes and the Specs solved with their costs (``pack_batch``); how many Specs were
+        solved, and their size as a pickled dict. Forgets them (they are not written)."""
         boxes = {}
         for key in sorted(self._dirty, key=key_text):
             table = self.tables[key]
@@ -237,22 +258,14 @@ class MemoTable:
         self._dirty.clear()
         self._unsaved.clear()
         self._counted = (0, 0)
-        return boxes, solved, pickled, blob
+        return pack_batch(boxes, blob), solved, pickled
 
-    def absorb(
-        self,
-        boxes: dict[Key, list[tuple[Any, Any, Value]]],
-        solved: int,
-        pickled: int,
-        shared: bytes = b"",
-        source: str = "",
-    ) -> None:
-        """Add boxes another table collected (and count its solved Specs); written by the
-        next ``flush``. ``shared``, the solutions that table collected with their costs, is
-        kept by that flush for the other readers of the file (``refresh``), not for
-        ``source``, the table that sent them."""
-        if shared:
-            self._outgoing.append((source, shared))
+    def absorb(self, batch: bytes, solved: int, pickled: int, source: str = "") -> None:
+        """Add the boxes another table collected (and count its solved Specs); written by
+        the next ``flush``. The batch is also kept, by the next ``publish``, for the other
+        readers of the file (``refresh``), not for ``source``, the table that sent it."""
+        self._outgoing.append((source, batch))
+        boxes, _ = unpack_batch(batch, solutions=False)
         for key, rows in boxes.items():
             table = self.table(key)
             for lo, hi, value in rows:
@@ -260,23 +273,36 @@ class MemoTable:
             self._dirty.add(key)
         self._counted = (self._counted[0] + solved, self._counted[1] + pickled)
 
-    def refresh(self, source: str = "") -> int:
-        """Note the keys other processes stored since this table read them; each is read
-        again the first time a lookup misses in it (boxes stay true, so what is already in
-        memory is still used). For a read-only table whose additions were collected, which
-        the writer has stored. Returns how many keys changed.
+    def publish(self) -> None:
+        """Keep the batches absorbed since the last publish for the other readers of the
+        file, in one short transaction (``flush`` does it too)."""
+        if self.store is not None and self._outgoing:
+            self.store.share(self._outgoing)
+            self._outgoing = []
 
-        Also takes in the solutions, with their costs, that the writer kept from tables
-        other than ``source`` (``absorb``): a Spec another precompute worker solved is then
-        known here at once, instead of being resolved from its stored decision, which walks
-        its subtree (in a 2-worker precompute, most of what one worker needs the other
-        solved)."""
+    def refresh(self, source: str = "", *, reread: bool = True) -> int:
+        """Take in the batches the writer kept from tables other than ``source``
+        (``absorb``, ``publish``): their boxes join this table's, and their solutions, with
+        costs, are known here at once, instead of being resolved from a stored decision,
+        which walks its subtree (in a 2-worker precompute, most of what one worker needs
+        the other solved).
+
+        ``reread``: also note the keys other processes stored since this table read them;
+        each is read again the first time a lookup misses in it (what is in memory stays
+        true, so it is still used). A precompute worker, sent every box its writer
+        stores, passes False and reads no key twice. Returns how many keys changed."""
         if self.store is None:
             return 0
-        changed = self.store.changed_keys(self)
+        changed = self.store.changed_keys(self) if reread else []
         self._stale.update(changed)
         self._shared_seen, batches = self.store.shared(self._shared_seen, source)
-        for solutions in batches:
+        for boxes, solutions in batches:
+            for key, rows in boxes.items():
+                table = self.tables.get(key)
+                if table is None:  # taken in when the key is first read (``table``)
+                    self._pending.setdefault(key, []).extend(rows)
+                else:
+                    _take_in(table, rows)
             for spec, got in solutions.items():
                 if spec not in self.solutions:
                     self.solutions[spec] = None if got is None else Stored(*got)
@@ -303,3 +329,12 @@ class MemoTable:
         boxes = sum(len(t) for t in self.tables.values())
         points = sum(b.volume() for t in self.tables.values() for b in t.boxes)
         return {"tables": len(self.tables), "boxes": boxes, "points": points}
+
+
+def _take_in(table: BoxTable, rows: list[tuple[Point, Point, Value]]) -> None:
+    """Add boxes found elsewhere to ``table``, unmerged (so they are not collected as this
+    table's own), skipping each that one box already holds."""
+    for lo, hi, value in rows:
+        box = table.lookup(lo)
+        if box is None or box.value != value or not box.contains(hi):
+            table.load(Box(lo, hi, value))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from morello.context import SynthesisContext, make_context
 from morello.db.boxes import Box
 from morello.db.sqlite import decode_boxes, encode_boxes, file_stats, open_table
-from morello.db.table import MISSING, Decided, Stored
+from morello.db.table import MISSING, Decided, Stored, unpack_batch
 from morello.errors import MemoTableError
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.search.solve import synthesize
@@ -234,7 +234,7 @@ def test_a_read_only_table_reads_a_changed_key_again_on_a_miss(
     assert isinstance(reader.get(a), Decided)  # a hit: answered from memory
     assert isinstance(reader.get(b), Decided)  # a miss in a changed key: read again
     reader.flush()  # a read-only table writes nothing
-    assert reader.collect()[0] == {}
+    assert reader.collect()[1:] == (0, 0)  # nothing solved, nothing to send
     reader.close()
 
 
@@ -251,9 +251,9 @@ def test_a_worker_takes_in_the_solutions_another_worker_sent_with_their_costs(
     two = open_table(db, ctx, read_only=True)
     spec = _spec(ctx, 4, 8, 4)
     impl, _ = synthesize(spec, ctx, one)
-    boxes, solved, pickled, shared = one.collect()
-    assert solved > 0 and pickled == len(shared) > 0
-    writer.absorb(boxes, solved, pickled, shared, "one")
+    batch, solved, pickled = one.collect()
+    assert solved > 0 and len(batch) > pickled > 0
+    writer.absorb(batch, solved, pickled, "one")
     writer.flush()
     known = len(one.solutions)
     one.refresh("one")
@@ -272,6 +272,33 @@ def test_a_worker_takes_in_the_solutions_another_worker_sent_with_their_costs(
     three.refresh("three")
     assert three.solutions == {}
     for table in (one, two, three, writer):
+        table.close()
+
+
+def test_a_worker_takes_in_the_boxes_another_worker_found_before_they_are_stored(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    """A batch the writer has published but not stored reaches the other worker's copy of
+    the table (for keys it has read and keys it has not), and is not sent back by it."""
+    db = tmp_path / "memo.sqlite3"
+    writer = open_table(db, ctx)
+    writer.flush()
+    one = open_table(db, ctx, read_only=True)
+    two = open_table(db, ctx, read_only=True)
+    spec, other = _spec(ctx, 4, 8, 4), _spec(ctx, 4, 4, 4)
+    assert two.get(other) is MISSING  # its key is read now, the key of ``spec`` later
+    synthesize(spec, ctx, one)
+    synthesize(other, ctx, one)
+    batch, solved, pickled = one.collect()
+    writer.absorb(batch, solved, pickled, "one")
+    writer.publish()
+    fresh = open_table(db, ctx, read_only=True)
+    assert fresh.get(spec) is MISSING  # nothing stored yet
+    two.refresh("two", reread=False)
+    two.solutions.clear()  # answer from the boxes alone
+    assert isinstance(two.get(spec), Decided) and isinstance(two.get(other), Decided)
+    assert unpack_batch(two.collect()[0]) == ({}, {})
+    for table in (one, two, fresh, writer):
         table.close()
 
 
