@@ -15,7 +15,7 @@ lower memory limits), so afterwards any spec file whose function applies the op 
 sizes is answered from the table with no Spec expanded.
 
 The goals are split into *stages* by size (the sum of the sizes' positions on the lattice),
-smaller first, so most of what a stage needs was stored by earlier ones; a stage's goals are
+smaller first, so most of what a stage needs was solved by earlier ones; a stage's goals are
 grouped into tasks by shape (all layouts and dtypes of one shape share most sub-problems).
 Workers (a ``distributed.LocalCluster`` by default, or the cluster at ``--scheduler``) read
 the table file, solve their task in memory and send back the boxes they found; this process

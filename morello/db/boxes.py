@@ -93,14 +93,21 @@ class BoxTable:
         """The boxes in a fixed order (by corners), for storage."""
         return sorted(self.boxes, key=lambda b: (b.lo, b.hi))
 
+    def holding(self, lo: Point, hi: Point, value: Value) -> Box | None:
+        """A box that covers all of ``[lo, hi]`` with ``value``, or None."""
+        for box in self._index.get(lo[: self.nsize], ()):
+            if box.value == value and box.contains(lo) and box.contains(hi):
+                return box
+        return None
+
     def insert(self, lo: Point, hi: Point, value: Value) -> Box:
         """Insert ``[lo, hi]`` with ``value``, merging with identical neighbours.
 
         A box already covering the whole range with the same value absorbs the insert.
         """
-        for box in self._index.get(lo[: self.nsize], ()):
-            if box.value == value and box.contains(lo) and box.contains(hi):
-                return box
+        held = self.holding(lo, hi, value)
+        if held is not None:
+            return held
         box = Box(lo, hi, value)
         while True:
             other = self._mergeable(box)

@@ -335,6 +335,5 @@ def _take_in(table: BoxTable, rows: list[tuple[Point, Point, Value]]) -> None:
     """Add boxes found elsewhere to ``table``, unmerged (so they are not collected as this
     table's own), skipping each that one box already holds."""
     for lo, hi, value in rows:
-        box = table.lookup(lo)
-        if box is None or box.value != value or not box.contains(hi):
+        if table.holding(lo, hi, value) is None:
             table.load(Box(lo, hi, value))
