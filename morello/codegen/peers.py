@@ -178,56 +178,77 @@ def time_peers(
         np.save(folder / "want.npy", want)
         np.save(folder / "allowed.npy", allowed)
         jobs = _jobs(ctx, spec.operands, logical, calls, folder)
+        # An element type BLAS has no routine for is missing whether or not a library is
+        # installed: say so without asking one.
+        out_dt = spec.output.dtype.name
+        asked = [j for j in jobs if j["calls"]]
         results: list[PeerTiming | PeerMissing] = []
         for peer in ctx.target.peers:
             if peer.library not in BLAS_PEER_LIBRARIES:
                 continue  # an array peer (array_peers.py)
-            request = {
-                "library": peer.library,
-                "harness": str(harness),
-                "jobs": jobs,
-                "want": str(folder / "want.npy"),
-                "allowed": str(folder / "allowed.npy"),
-                "repeats": repeats,
-                "min_batch_s": min_batch_s,
-                "verbose_log": str(folder / f"{peer.library}-verbose.log"),
-                "skip": dict(peer.skip),
-            }
-            req_path = folder / f"{peer.library}-request.json"
-            req_path.write_text(json.dumps(request), encoding="utf-8")
-            reply = run_child(peer, req_path, __name__)
-            if "unavailable" in reply:
-                results.extend(PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs)
-                continue
-            for job, out in zip(jobs, reply["jobs"], strict=True):
-                name = _peer_name(peer, job)
-                ran = [c for c in out["calls"] if "median" in c]
-                bad = [c for c in out["calls"] if "check_failed" in c]
-                if bad:
-                    raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
-                if not ran:
-                    reasons = "; ".join(c["skipped"] for c in out["calls"])
-                    out_dt = spec.output.dtype.name
-                    results.append(
-                        PeerMissing(
-                            name, reasons or f"BLAS has no {job['dtype']} product into {out_dt}"
-                        )
-                    )
-                    continue
-                best = min(ran, key=lambda c: c["median"])
-                results.append(
-                    PeerTiming(
-                        name=name,
-                        library=peer.library,
-                        dtype=job["dtype"],
-                        routine=best["symbol"],
-                        timing=Timing(best["median"], best["low"], best["high"]),
-                        tried={c["symbol"]: c["median"] for c in ran},
-                        detail={**reply["detail"], **best.get("detail", {})},
-                        copied=job["copied"],
-                    )
+            replies = iter(
+                _ask_blas(peer, harness, asked, folder, repeats, min_batch_s) if asked else []
+            )
+            results.extend(
+                next(replies)
+                if j["calls"]
+                else PeerMissing(
+                    _peer_name(peer, j), f"BLAS has no {j['dtype']} product into {out_dt}"
                 )
+                for j in jobs
+            )
         return results
+
+
+def _ask_blas(
+    peer: Peer,
+    harness: Path,
+    jobs: Sequence[dict[str, Any]],
+    folder: Path,
+    repeats: int,
+    min_batch_s: float,
+) -> list[PeerTiming | PeerMissing]:
+    """Times each job's routines in one library (a child process that loads it)."""
+    request = {
+        "library": peer.library,
+        "harness": str(harness),
+        "jobs": jobs,
+        "want": str(folder / "want.npy"),
+        "allowed": str(folder / "allowed.npy"),
+        "repeats": repeats,
+        "min_batch_s": min_batch_s,
+        "verbose_log": str(folder / f"{peer.library}-verbose.log"),
+        "skip": dict(peer.skip),
+    }
+    req_path = folder / f"{peer.library}-request.json"
+    req_path.write_text(json.dumps(request), encoding="utf-8")
+    reply = run_child(peer, req_path, __name__)
+    if "unavailable" in reply:
+        return [PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs]
+    results: list[PeerTiming | PeerMissing] = []
+    for job, out in zip(jobs, reply["jobs"], strict=True):
+        name = _peer_name(peer, job)
+        ran = [c for c in out["calls"] if "median" in c]
+        bad = [c for c in out["calls"] if "check_failed" in c]
+        if bad:
+            raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
+        if not ran:
+            results.append(PeerMissing(name, "; ".join(c["skipped"] for c in out["calls"])))
+            continue
+        best = min(ran, key=lambda c: c["median"])
+        results.append(
+            PeerTiming(
+                name=name,
+                library=peer.library,
+                dtype=job["dtype"],
+                routine=best["symbol"],
+                timing=Timing(best["median"], best["low"], best["high"]),
+                tried={c["symbol"]: c["median"] for c in ran},
+                detail={**reply["detail"], **best.get("detail", {})},
+                copied=job["copied"],
+            )
+        )
+    return results
 
 
 def _peer_name(peer: Peer, job: Mapping[str, Any]) -> str:
