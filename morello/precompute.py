@@ -166,10 +166,10 @@ def plan(goals: list[tuple[tuple[int, ...], Spec]], lattice: list[int]) -> list[
 
 _CONTEXTS: dict[tuple[Any, ...], SynthesisContext] = {}
 _TABLES: dict[tuple[str, int], MemoTable] = {}
-# The writer stores what it absorbed every few seconds; each flush encodes every table it
-# changed whole, so at 2 s the flushes took 10 s of a 77 s bound-16 run (2 workers), 4 s at
-# 5 s, on cores the workers share. The workers do not wait for it: they get every batch at
-# once from ``publish``.
+# The writer stores what it absorbed every few seconds, appending to each table's row the
+# boxes added since (sqlite.py; when each flush encoded every table it changed whole, at 2 s
+# the flushes took 10 s of a 77 s bound-16 run on 2 workers, on cores the workers share).
+# The workers do not wait for it: they get every batch at once from ``publish``.
 _FLUSH_EVERY_S = 5.0
 _MAX_KEPT = 400_000  # solutions a worker keeps between tasks (a few hundred MB)
 # This process as a source of shared solutions (pids may repeat across a cluster's hosts).
@@ -296,7 +296,7 @@ def precompute(
             counts = _run_stages(
                 ctx, table, stages, db, tuple(rules), workers, scheduler, connect_timeout, progress
             )
-            table.flush()
+            table.flush(whole=True)  # one chunk of merged boxes per row
             table.store.drop_shared()
             table.store.compact()
         finally:

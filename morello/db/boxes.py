@@ -59,6 +59,10 @@ class BoxTable:
         self._index: dict[Point, list[Box]] = {}
         self.rev = 0  # the stored revision these boxes include (see sqlite.py)
         self.fresh: set[Box] = set()  # boxes made by ``insert`` (not read from storage)
+        # Boxes made by ``insert`` since the stored row was last written, and the number of
+        # chunks that row holds (a save may append the first as one more chunk; sqlite.py).
+        self.unwritten: set[Box] = set()
+        self.chunks = 0
 
     def __len__(self) -> int:
         return len(self.boxes)
@@ -77,6 +81,7 @@ class BoxTable:
         for sp in self._size_points(box):
             self._index[sp].remove(box)
         self.fresh.discard(box)
+        self.unwritten.discard(box)
 
     def lookup(self, p: Point) -> Box | None:
         """A box containing ``p``, or None."""
@@ -117,6 +122,7 @@ class BoxTable:
             box = Box(tuple(map(min, box.lo, other.lo)), tuple(map(max, box.hi, other.hi)), value)
         self._add(box)
         self.fresh.add(box)
+        self.unwritten.add(box)
         return box
 
     def _mergeable(self, box: Box) -> Box | None:

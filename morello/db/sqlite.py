@@ -11,11 +11,20 @@ on that axis, ..., then the decision ids), so equal and neighbouring numbers sit
 decision is stored once per namespace, as text, in ``decisions`` and named by its id.
 
 Reading is lazy (a key is read the first time it is looked up) and reading writes nothing. A
-save rewrites the rows of the keys that changed in one ``BEGIN IMMEDIATE`` transaction (WAL
+save writes the rows of the keys that changed in one ``BEGIN IMMEDIATE`` transaction (WAL
 mode): a process killed mid-run leaves the last committed state, concurrent writers queue on
 the lock, and a writer first merges into its boxes whatever another process stored for the
 same key since it read it (each row carries a revision), so no one's work is overwritten.
 Boxes never contradict each other, so merged tables stay consistent.
+
+A row's blob is one or more *chunks*, each a compressed block as above. A save that finds
+the row as it left it appends the boxes made since as one more chunk (SQLite concatenates
+the bytes, ``||`` cast back to a blob; nothing is decoded or encoded again), so a save
+costs what changed, not the size of the tables. Chunks may overlap (a merged box covers
+boxes stored before), which lookups do not mind. A row is rewritten whole, as one chunk of
+merged boxes, when its chunks hold more than twice the boxes the table needs or number
+``_MAX_CHUNKS``, and by the save that ends a run (``MemoTable.flush(whole=True)``), so a
+finished run leaves one chunk per row.
 
 While a precompute runs, a ``shared`` table also holds pickled batches of boxes and
 solutions with their costs, which its writer passes from each worker to the others
@@ -55,10 +64,14 @@ from morello.errors import MemoTableError
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
 
+#: 6: a row's blob is one or more chunks (a save appends what it added; see above);
 #: 5: one compressed row of boxes per table key, decisions interned, no costs stored;
 #: 4: a size that is not 2^k or 3 * 2^k is a family (its odd part) in the key.
-FORMAT_VERSION: Final = 5
+FORMAT_VERSION: Final = 6
 _BUSY_TIMEOUT_S: Final = 120.0
+#: Chunks a row may hold before a save rewrites it whole (each lookup of a key not read yet
+#: decodes them all).
+_MAX_CHUNKS: Final = 32
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -200,6 +213,10 @@ def _set_up(conn: sqlite3.Connection, path: Path, create: bool) -> None:
         raise MemoTableError(f"{path} is not a Morello memo table; {_hint(path)}")
 
 
+def _corners(box: Box) -> tuple[Point, Point]:
+    return box.lo, box.hi
+
+
 def encode_boxes(boxes: list[Box], ids: list[int], ndim: int) -> bytes:
     """The blob of a key's boxes: a header, then columns of small integers, compressed."""
     n = len(boxes)
@@ -222,8 +239,32 @@ def encode_boxes(boxes: list[Box], ids: list[int], ndim: int) -> bytes:
 
 
 def decode_boxes(blob: bytes) -> tuple[list[tuple[Point, Point]], list[int]]:
-    """Inverse of ``encode_boxes``: the boxes' corners and their decision ids."""
-    raw = zlib.decompress(blob)
+    """Inverse of ``encode_boxes``, over every chunk of a row (``encode_boxes`` outputs one
+    after another): the boxes' corners and their decision ids."""
+    corners, ids, _ = decode_row(blob)
+    return corners, ids
+
+
+def decode_row(blob: bytes) -> tuple[list[tuple[Point, Point]], list[int], int]:
+    """``decode_boxes``, and the number of chunks."""
+    corners: list[tuple[Point, Point]] = []
+    ids: list[int] = []
+    rest, chunks = blob, 0
+    while True:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(rest)
+        if not inflate.eof:
+            raise ValueError("a row of boxes ends inside a chunk")
+        got_corners, got_ids = _decode_chunk(raw)
+        corners += got_corners
+        ids += got_ids
+        chunks += 1
+        rest = inflate.unused_data
+        if not rest:
+            return corners, ids, chunks
+
+
+def _decode_chunk(raw: bytes) -> tuple[list[tuple[Point, Point]], list[int]]:
     head = struct.calcsize("<cHI")
     code_b, ndim, n = struct.unpack_from("<cHI", raw)
     code = code_b.decode()
@@ -306,15 +347,15 @@ class SqliteStore:
     def _damaged(self, exc: Exception) -> MemoTableError:
         return MemoTableError(f"memo table {self.path} is damaged ({exc}); {_hint(self.path)}")
 
-    def _read_row(self, key: Key) -> tuple[int, list[tuple[Point, Point, Value]]] | None:
-        """The revision and boxes stored for ``key``, or None."""
+    def _read_row(self, key: Key) -> tuple[int, list[tuple[Point, Point, Value]], int] | None:
+        """The revision, boxes and number of chunks stored for ``key``, or None."""
         try:
             row = self.conn.execute(
                 "SELECT rev, boxes FROM tables WHERE id = ?", (self._row_id(key),)
             ).fetchone()
             if row is None:
                 return None
-            corners, ids = decode_boxes(row[1])
+            corners, ids, chunks = decode_row(row[1])
             missing = sorted({i for i in ids if i not in self._values})
             for start in range(0, len(missing), 500):
                 chunk = missing[start : start + 500]
@@ -324,9 +365,8 @@ class SqliteStore:
                 ):
                     self._values[i] = value = value_from_text(text)
                     self._ids[value] = i
-            return row[0], [
-                (lo, hi, self._values[i]) for (lo, hi), i in zip(corners, ids, strict=True)
-            ]
+            boxes = [(lo, hi, self._values[i]) for (lo, hi), i in zip(corners, ids, strict=True)]
+            return row[0], boxes, chunks
         except (sqlite3.DatabaseError, zlib.error, struct.error, ValueError, KeyError) as exc:
             raise self._damaged(exc) from None
 
@@ -351,7 +391,7 @@ class SqliteStore:
         got = self._read_row(key)
         if got is None:
             return
-        table.rev, boxes = got
+        table.rev, boxes, table.chunks = got
         for lo, hi, value in boxes:
             table.load(Box(lo, hi, value))
 
@@ -415,38 +455,60 @@ class SqliteStore:
             self._values[got] = value
         return got
 
-    def save(self, memo: MemoTable, keys: list[Key], solved: int, pickled: int) -> None:
-        """Write the rows of ``keys`` in one transaction, merged with others' writes."""
-        revs: dict[Key, int] = {}
+    def save(
+        self, memo: MemoTable, keys: list[Key], solved: int, pickled: int, *, whole: bool = False
+    ) -> None:
+        """Write the rows of ``keys`` in one transaction, merged with others' writes: append
+        the boxes made since a row was written as one more chunk, or rewrite the row whole
+        (see the module docstring); ``whole``: rewrite every row of more than one chunk."""
+        written: dict[Key, tuple[int, int]] = {}  # key -> (revision, chunks)
         with self._transaction(f"cannot write memo table {self.path}"):
             for key in keys:
                 table = memo.tables[key]
+                row_id = self._row_id(key)
                 row = self.conn.execute(
-                    "SELECT rev FROM tables WHERE id = ?", (self._row_id(key),)
+                    "SELECT rev, nboxes FROM tables WHERE id = ?", (row_id,)
                 ).fetchone()
-                got: tuple[int, list[Any]] | None = None
                 if row is not None and row[0] == table.rev:
-                    got = (row[0], [])
-                if row is not None and got is None:
+                    new = len(table.unwritten)
+                    if not new and (table.chunks <= 1 or not whole):
+                        continue  # the row holds every box already
+                    if not whole and table.chunks < _MAX_CHUNKS and row[1] + new <= 2 * len(table):
+                        added = sorted(table.unwritten, key=_corners)
+                        blob = self._encode(added)
+                        self.conn.execute(
+                            "UPDATE tables SET rev = ?, nboxes = nboxes + ?, "
+                            "boxes = CAST(boxes || ? AS BLOB) "
+                            "WHERE id = ?",
+                            (row[0] + 1, new, blob, row_id),
+                        )
+                        written[key] = (row[0] + 1, table.chunks + 1)
+                        continue
+                elif row is not None:
                     got = self._read_row(key)  # another process wrote it since we read it
                     assert got is not None
                     for lo, hi, value in got[1]:
                         table.insert(lo, hi, value)
                 boxes = table.sorted_boxes()
-                ndim = len(boxes[0].lo) if boxes else 0
-                blob = encode_boxes(boxes, [self._intern(b.value) for b in boxes], ndim)
-                revs[key] = (got[0] if got is not None else 0) + 1
+                rev = (row[0] if row is not None else 0) + 1
                 self.conn.execute(
                     "INSERT OR REPLACE INTO tables (id, ns, rev, nboxes, boxes) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (self._row_id(key), self._namespace_id(), revs[key], len(boxes), blob),
+                    (row_id, self._namespace_id(), rev, len(boxes), self._encode(boxes)),
                 )
+                written[key] = (rev, 1)
             self.conn.execute(
                 "UPDATE namespaces SET solved = solved + ?, pickled = pickled + ? WHERE id = ?",
                 (solved, pickled, self._namespace_id()),
             )
-        for key, rev in revs.items():
-            memo.tables[key].rev = rev
+        for key, (rev, chunks) in written.items():
+            table = memo.tables[key]
+            table.rev, table.chunks = rev, chunks
+            table.unwritten.clear()
+
+    def _encode(self, boxes: list[Box]) -> bytes:
+        ndim = len(boxes[0].lo) if boxes else 0
+        return encode_boxes(boxes, [self._intern(b.value) for b in boxes], ndim)
 
     def compact(self) -> None:
         """Give the space of rewritten rows back to the file system (VACUUM)."""

@@ -114,9 +114,12 @@ class Store(Protocol):
     def load_key(self, key: Key, table: BoxTable) -> None:
         """Add the stored boxes of ``key`` to ``table`` (and set its ``rev``)."""
 
-    def save(self, memo: MemoTable, keys: list[Key], solved: int, pickled: int) -> None:
+    def save(
+        self, memo: MemoTable, keys: list[Key], solved: int, pickled: int, *, whole: bool = False
+    ) -> None:
         """Write the box tables of ``keys`` in one transaction, merged with what other
-        processes stored meanwhile; count ``solved`` Specs (``pickled`` bytes as a dict)."""
+        processes stored meanwhile; count ``solved`` Specs (``pickled`` bytes as a dict).
+        ``whole``: store each table as it is now, not as additions to what was stored."""
 
     def changed_keys(self, memo: MemoTable) -> list[Key]:
         """The keys of ``memo``'s box tables that were stored since they were read."""
@@ -220,14 +223,22 @@ class MemoTable:
             return None
         return Decided(box.value)
 
-    def flush(self) -> None:
-        """Persist what changed (a no-op without a store or without changes)."""
+    def flush(self, *, whole: bool = False) -> None:
+        """Persist what changed (a no-op without a store or without changes).
+
+        A save appends the boxes added since a row was written to it; ``whole`` rewrites
+        every row it has appended to as one chunk of merged boxes (at the end of a run)."""
         self._last_flush = time.monotonic()
         self._missed.clear()
-        if self.store is None or self.read_only or not self._dirty:
+        if self.store is None or self.read_only:
+            return
+        keys = set(self._dirty)
+        if whole:
+            keys.update(k for k, t in self.tables.items() if t.chunks > 1)
+        if not keys:
             return
         solved, pickled, _ = self._counts()
-        self.store.save(self, sorted(self._dirty, key=key_text), solved, pickled)
+        self.store.save(self, sorted(keys, key=key_text), solved, pickled, whole=whole)
         self.publish()
         self._dirty.clear()
         self._unsaved.clear()
@@ -309,18 +320,18 @@ class MemoTable:
         return len(changed)
 
     def release(self) -> None:
-        """Flush, then forget the solutions and box tables held in memory (the tables are
-        read again when needed)."""
-        self.flush()
+        """Flush (rows whole), then forget the solutions and box tables held in memory (the
+        tables are read again when needed)."""
+        self.flush(whole=True)
         self.solutions.clear()
         if self.store is not None and not self.read_only:
             self.tables.clear()
             self._stale.clear()
 
     def close(self) -> None:
-        """Flush and release the store."""
+        """Flush (rows whole) and release the store."""
         if self.store is not None:
-            self.flush()
+            self.flush(whole=True)
             self.store.close()
             self.store = None
 

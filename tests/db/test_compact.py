@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from morello.context import SynthesisContext, make_context
+from morello.db import sqlite as sqlite_store
 from morello.db.boxes import Box
-from morello.db.sqlite import decode_boxes, encode_boxes, file_stats, open_table
+from morello.db.sqlite import decode_boxes, decode_row, encode_boxes, file_stats, open_table
 from morello.db.table import MISSING, Decided, Stored, unpack_batch
 from morello.errors import MemoTableError
 from morello.lang.spec_file import build_program, parse_spec_file
@@ -58,6 +59,68 @@ def test_encoded_boxes_decode_to_the_same_boxes(data: tuple[int, list]) -> None:
     corners, got_ids = decode_boxes(encode_boxes(boxes, ids, ndim))
     assert corners == [(b.lo, b.hi) for b in boxes]
     assert got_ids == ids
+
+
+def test_a_row_of_several_chunks_decodes_to_every_chunks_boxes() -> None:
+    one = [Box((0, 1), (2, 3), None), Box((5, 5), (5, 9), None)]
+    two = [Box((1, 1), (1, 1), None)]
+    row = encode_boxes(one, [7, 0], 2) + encode_boxes(two, [3], 2)
+    corners, ids, chunks = decode_row(row)
+    assert corners == [((0, 1), (2, 3)), ((5, 5), (5, 9)), ((1, 1), (1, 1))]
+    assert ids == [7, 0, 3] and chunks == 2
+    with pytest.raises(ValueError, match="ends inside a chunk"):
+        decode_boxes(row[:-3])
+
+
+def _rows(db: Path) -> dict[int, bytes]:
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT id, boxes FROM tables").fetchall())
+
+
+def test_a_save_appends_what_was_added_and_the_last_save_rewrites_each_row_whole(
+    tmp_path: Path, ctx: SynthesisContext
+) -> None:
+    db = tmp_path / "memo.sqlite3"
+    a, b = _spec(ctx, 4, 4, 4), _spec(ctx, 4, 16, 4)  # one table key, other sizes
+    table = open_table(db, ctx)
+    synthesize(a, ctx, table)
+    table.flush()
+    before = _rows(db)
+    synthesize(b, ctx, table)
+    table.flush()
+    after = _rows(db)
+    appended = [i for i, blob in after.items() if i in before and blob != before[i]]
+    assert appended
+    for i in appended:  # the old bytes stay; the new boxes follow as one more chunk
+        assert after[i].startswith(before[i])
+        assert decode_row(after[i])[2] == decode_row(before[i])[2] + 1
+    reader = open_table(db, ctx, read_only=True)  # chunks answer like one row
+    for spec in (a, b):
+        assert synthesize(spec, ctx, reader)[1].specs_visited == 0
+    reader.close()
+    table.close()  # the end of a run: every row one chunk of merged boxes
+    assert all(decode_row(blob)[2] == 1 for blob in _rows(db).values())
+    warm = open_table(db, ctx)
+    for spec in (a, b):
+        assert synthesize(spec, ctx, warm)[1].specs_visited == 0
+    warm.close()
+
+
+def test_a_row_of_many_chunks_is_rewritten_whole(
+    tmp_path: Path, ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "_MAX_CHUNKS", 2)
+    db = tmp_path / "memo.sqlite3"
+    table = open_table(db, ctx)
+    for k in (4, 8, 16, 32):  # one table key, more sizes at each save
+        synthesize(_spec(ctx, 4, k, 4), ctx, table)
+        table.flush()
+        assert max(decode_row(blob)[2] for blob in _rows(db).values()) <= 2
+    table.release()
+    assert all(decode_row(blob)[2] == 1 for blob in _rows(db).values())
+    for k in (4, 8, 16, 32):
+        assert synthesize(_spec(ctx, 4, k, 4), ctx, table)[1].specs_visited == 0
+    table.close()
 
 
 def test_a_warm_read_writes_nothing_and_reads_only_the_keys_it_needs(
