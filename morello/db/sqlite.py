@@ -529,7 +529,9 @@ def file_stats(path: Path) -> dict[str, Any]:
     ``solved`` counts the Specs whose actions the search compared (across every run that
     wrote the file); ``pickled_dict_bytes`` is the size of those solutions as a pickled
     Python dict of Spec -> (decision, cost, peaks), pickled in the chunks each save wrote;
-    ``points`` counts the Specs the boxes answer (every memory limit included).
+    ``points`` counts the Specs the boxes answer (every memory limit included). Both
+    ``boxes`` and ``points`` count what the rows hold: a row an interrupted run left in
+    several chunks may hold a merged box and the boxes it covers.
     """
     conn = connect(path, create=False)
     try:
