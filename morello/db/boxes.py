@@ -50,6 +50,11 @@ class Box:
         return v
 
 
+def by_corners(box: Box) -> tuple[Point, Point]:
+    """Sort key: the box's corners (a fixed order for storage and batches)."""
+    return box.lo, box.hi
+
+
 class BoxTable:
     """The boxes of one table key. ``nsize`` leading coordinates are the size part."""
 
@@ -58,11 +63,10 @@ class BoxTable:
         self.boxes: set[Box] = set()
         self._index: dict[Point, list[Box]] = {}
         self.rev = 0  # the stored revision these boxes include (see sqlite.py)
-        self.fresh: set[Box] = set()  # boxes made by ``insert`` (not read from storage)
-        # Boxes made by ``insert`` since the stored row was last written, and the number of
-        # chunks that row holds (a save may append the first as one more chunk; sqlite.py).
-        self.unwritten: set[Box] = set()
-        self.chunks = 0
+        # Boxes made by ``insert`` and not handed on yet: a read-only table's ``collect``
+        # sends them to the writer, a writable table's save appends them to the stored row.
+        self.fresh: set[Box] = set()
+        self.chunks = 0  # the chunks of the stored row (see sqlite.py)
 
     def __len__(self) -> int:
         return len(self.boxes)
@@ -81,7 +85,6 @@ class BoxTable:
         for sp in self._size_points(box):
             self._index[sp].remove(box)
         self.fresh.discard(box)
-        self.unwritten.discard(box)
 
     def lookup(self, p: Point) -> Box | None:
         """A box containing ``p``, or None."""
@@ -96,7 +99,7 @@ class BoxTable:
 
     def sorted_boxes(self) -> list[Box]:
         """The boxes in a fixed order (by corners), for storage."""
-        return sorted(self.boxes, key=lambda b: (b.lo, b.hi))
+        return sorted(self.boxes, key=by_corners)
 
     def holding(self, lo: Point, hi: Point, value: Value) -> Box | None:
         """A box that covers all of ``[lo, hi]`` with ``value``, or None."""
@@ -122,7 +125,6 @@ class BoxTable:
             box = Box(tuple(map(min, box.lo, other.lo)), tuple(map(max, box.hi, other.hi)), value)
         self._add(box)
         self.fresh.add(box)
-        self.unwritten.add(box)
         return box
 
     def _mergeable(self, box: Box) -> Box | None:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from morello import __version__
-from morello.db.boxes import Box, BoxTable, Point, Value
+from morello.db.boxes import Box, BoxTable, Point, Value, by_corners
 from morello.db.coords import Key
 from morello.db.table import (
     Batch,
@@ -211,10 +211,6 @@ def _set_up(conn: sqlite3.Connection, path: Path, create: bool) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables >= _TABLES:
         raise MemoTableError(f"{path} is not a Morello memo table; {_hint(path)}")
-
-
-def _corners(box: Box) -> tuple[Point, Point]:
-    return box.lo, box.hi
 
 
 def encode_boxes(boxes: list[Box], ids: list[int], ndim: int) -> bytes:
@@ -470,11 +466,11 @@ class SqliteStore:
                     "SELECT rev, nboxes FROM tables WHERE id = ?", (row_id,)
                 ).fetchone()
                 if row is not None and row[0] == table.rev:
-                    new = len(table.unwritten)
+                    new = len(table.fresh)
                     if not new and (table.chunks <= 1 or not whole):
                         continue  # the row holds every box already
                     if not whole and table.chunks < _MAX_CHUNKS and row[1] + new <= 2 * len(table):
-                        added = sorted(table.unwritten, key=_corners)
+                        added = sorted(table.fresh, key=by_corners)
                         blob = self._encode(added)
                         self.conn.execute(
                             "UPDATE tables SET rev = ?, nboxes = nboxes + ?, "
@@ -504,7 +500,7 @@ class SqliteStore:
         for key, (rev, chunks) in written.items():
             table = memo.tables[key]
             table.rev, table.chunks = rev, chunks
-            table.unwritten.clear()
+            table.fresh.clear()
 
     def _encode(self, boxes: list[Box]) -> bytes:
         ndim = len(boxes[0].lo) if boxes else 0

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
-from morello.db.boxes import Box, BoxTable, Value
+from morello.db.boxes import Box, BoxTable, Value, by_corners
 from morello.db.coords import Key, Point, limit_coord, spec_to_coords
 from morello.spec import Spec
 
@@ -262,7 +262,7 @@ class MemoTable:
         boxes = {}
         for key in sorted(self._dirty, key=key_text):
             table = self.tables[key]
-            fresh = sorted(table.fresh, key=lambda b: (b.lo, b.hi))
+            fresh = sorted(table.fresh, key=by_corners)
             boxes[key] = [(b.lo, b.hi, b.value) for b in fresh]
             table.fresh.clear()
         solved, pickled, blob = self._counts()
