@@ -60,15 +60,15 @@ class LoopAction(NodeBase):
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """Trips times the body, the tail once, chain latency and stream restarts, less the
         cache fills that later trips do not repeat."""
-        tail = child_costs[1] if self.tail is not None else 0
-        repeats = self.trips - 1 + (self.tail is not None)
-        return (
-            self.trips * child_costs[0]
-            + tail
-            + self._chain_cost(spec, ctx)
-            + self._restart_cost(spec, ctx)
-            - loop_reuse(spec, self.body, self.var, repeats, ctx)
-        )
+        cost = self.trips * child_costs[0] + self._chain_cost(spec, ctx)
+        if self.tail is not None:
+            cost += child_costs[1]
+        if ctx.coefficients.stream_restart:
+            cost += self._restart_cost(spec, ctx)
+        if ctx.target.whole_specs_levels:  # on the search's hot path: usually none
+            repeats = self.trips - 1 + (self.tail is not None)
+            cost -= loop_reuse(spec, self.body, self.var, repeats, ctx)
+        return cost
 
     def _chain_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
         """Latency of the dependency chains a reduction loop over register accumulators makes.

@@ -367,11 +367,11 @@ def serial_over(spec: Spec, tensors: Iterable[TensorSpec], ctx: SynthesisContext
     return spec.serial or any(t.level != first for t in tensors)
 
 
-def _retile(spec: Spec, ctx: SynthesisContext, var: str, size: int) -> Spec | None:
-    """``spec`` with index ``var`` shrunk to ``size``; None if an operand can't be tiled so."""
-    opdef = ctx.ruleset.ops[spec.op]
+def _retile(spec: Spec, uses: tuple[tuple[int, int], ...], size: int) -> Spec | None:
+    """``spec`` with the index whose (operand, dim) ``uses`` are given shrunk to ``size``;
+    None if an operand can't be tiled so."""
     operands = list(spec.operands)
-    for i, d in opdef.operands_using(var):
+    for i, d in uses:
         new = tile_tensor(operands[i], d, size)
         if new is None:
             return None
@@ -405,18 +405,18 @@ def _loops(
     rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str, only: int | None = None
 ) -> Iterator[LoopAction]:
     """Loops over ``var`` in each step of ``policy`` (only step ``only``, if given)."""
-    opdef = ctx.ruleset.ops[spec.op]
-    i, d = opdef.operands_using(var)[0]
+    uses = ctx.ruleset.ops[spec.op].operands_using(var)
+    i, d = uses[0]
     extent = spec.operands[i].shape[d]
     for size in ctx.size_policies[policy](extent):
         if only is not None and size != only:
             continue
-        body = _retile(spec, ctx, var, size)
+        body = _retile(spec, uses, size)
         if body is None:
             continue
         tail = None
         if extent % size:
-            tail = _retile(spec, ctx, var, extent % size)
+            tail = _retile(spec, uses, extent % size)
             if tail is None:
                 continue
         yield LoopAction(rule, var, size, extent // size, body, tail)
