@@ -67,6 +67,11 @@ def operands(seed: int = 0) -> tuple:
     return x, w, b, np.empty((M, N), dtype=np.float32)
 
 
+def arguments(x, w, b, y, *, bias: bool = True) -> list[ctypes.c_void_p]:
+    """The pointers to pass: ``x, w, b, y`` for the layer, ``x, w, y`` for the product alone."""
+    return [ctypes.c_void_p(a.ctypes.data) for a in ((x, w, b, y) if bias else (x, w, y))]
+
+
 def relative_error(fn: Callable[..., object], x, w, b, y, *, bias: bool = True) -> float:
     """Largest error of ``fn(x, w, b, y)`` (``fn(x, w, y)`` with ``bias=False``, the
     product alone) against NumPy in f64, relative to the largest output."""
@@ -76,7 +81,7 @@ def relative_error(fn: Callable[..., object], x, w, b, y, *, bias: bool = True) 
     if bias:
         ref = np.maximum(ref + b, 0.0)
     y[:] = np.nan
-    fn(*(ctypes.c_void_p(a.ctypes.data) for a in ((x, w, b, y) if bias else (x, w, y))))
+    fn(*arguments(x, w, b, y, bias=bias))
     return float(np.abs(y - ref).max() / np.abs(ref).max())
 
 
@@ -107,10 +112,7 @@ def main() -> int:
             if not err < 1e-5:
                 print(f"{name}: wrong result (relative error {err:.1e})", file=sys.stderr)
                 return 1
-            calls[name] = (
-                fn,
-                [ctypes.c_void_p(a.ctypes.data) for a in (x, w, b, y) if bias or a is not b],
-            )
+            calls[name] = (fn, arguments(x, w, b, y, bias=bias))
 
         def seconds(name: str) -> float:
             fn, ptrs = calls[name]

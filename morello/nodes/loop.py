@@ -92,11 +92,9 @@ class LoopAction(NodeBase):
         once (each element used by one point of its iteration space: streamed, as the
         weights of a matvec) are charged; an operand the Spec reuses is mostly served from
         caches, where a restart's latency hides. Only runs of at least ``stream_lines`` lines
-        priced as streams count.
+        priced as streams count. (``cost`` calls it only for a target that prices restarts.)
         """
         coeffs = ctx.coefficients
-        if not coeffs.stream_restart:
-            return 0
         points = None  # the size of the Spec's iteration space, computed when first needed
         total = 0
         for whole, step in zip(spec.operands, self.body.operands, strict=True):
