@@ -125,7 +125,7 @@ def subtract_limits(
     (``MemoryLevel.shares``) takes the units from each of them.
     """
     out = list(limits)
-    for idx in target.sharing(level_idx):  # registers shared with another level: both
+    for idx in target.sharing(level_idx, units):  # registers shared with another level: both
         if units > out[idx]:
             return None
         out[idx] = snap_down(out[idx] - units)

@@ -59,6 +59,12 @@ class MemoryLevel:
             registers are one file of 16 (32 with AVX-512), and so are NEON's: a move into
             either level takes its registers from both (``Target.sharing``). Register
             levels of separate files (x86 integer registers) share nothing.
+        folds: a move into this level of at most this many registers takes none from the
+            levels it ``shares`` with: the kernels that read such a value fold its load into
+            their own instruction (x86's ``vbroadcastss`` from memory), so it lives only in
+            the scratch register those kernels already declare. A larger tile is loaded
+            once and held across its uses (gcc hoists the loads, and the broadcasts with
+            them), so it occupies the shared file. 0: every move takes from it.
         whole_specs: a cache (not addressed) that the hardware fills implicitly, such as
             an L2 behind the L1: the search never moves one operand into it; instead a
             Spec whose operands from the levels moving into it fit there all at once is
@@ -77,6 +83,7 @@ class MemoryLevel:
     moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
     shares: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    folds: int = 0
     whole_specs: bool = False
 
     @role.validator
@@ -332,6 +339,8 @@ class Target:
         for lv in self.levels:
             if lv.ways < 0:
                 raise ValueError(f"level {lv.name}: ways must not be negative, got {lv.ways}")
+            if lv.folds < 0:
+                raise ValueError(f"level {lv.name}: folds must not be negative, got {lv.folds}")
             if lv.whole_specs and (lv.addressed or lv.counts_registers or lv.packs):
                 raise ValueError(
                     f"level {lv.name} holds whole Specs but is addressed, registers or packs: "
@@ -358,11 +367,13 @@ class Target:
                         f"level {lv.name} shares with {other}: only register levels share"
                     )
 
-    def sharing(self, level_idx: int) -> tuple[int, ...]:
+    def sharing(self, level_idx: int, units: int) -> tuple[int, ...]:
         """The level at ``level_idx`` and the levels it shares registers with (indices):
-        the limits a move into it lowers, and the peaks it raises."""
-        names = self.levels[level_idx].shares
-        if not names:
+        the limits a move of ``units`` into it lowers, and the peaks it raises (only its
+        own for a move small enough to fold, see ``MemoryLevel.folds``)."""
+        lv = self.levels[level_idx]
+        names = lv.shares
+        if not names or units <= lv.folds:
             return (level_idx,)
         return (level_idx, *(self.level_index(n) for n in names))
 

@@ -25,8 +25,12 @@ ZEN1 = Target(
             packs=("row_major",),
             moves_to=("VRF", "RF"),
         ),
-        MemoryLevel(name="VRF", capacity=16, unit="registers", vector_bytes=(32,)),
-        MemoryLevel(name="RF", capacity=16, unit="registers"),
+        # One file of 16 ymm registers: an f32 scalar lives in the low lane of one. A single
+        # scalar moved into RF folds into the vbroadcastss of the FMAs that read it and costs
+        # no vector register; a larger block of scalars is held across its uses (gcc hoists
+        # its broadcasts) and takes vector registers too (docs/design-notes.md).
+        MemoryLevel(name="VRF", capacity=16, unit="registers", vector_bytes=(32,), shares=("RF",)),
+        MemoryLevel(name="RF", capacity=16, unit="registers", shares=("VRF",), folds=1),
     ),
     vector_types=(VectorType(dtype="f32", lanes=8, c_type="__m256"),),
     layouts=("row_major", "col_major"),

@@ -68,7 +68,7 @@ class BlockAction(NodeBase):
         for _, ts in reversed(self.temporaries):
             idx = ctx.target.level_index(ts.level)
             units = memory_units(ts, ts.level)
-            for j in ctx.target.sharing(idx):
+            for j in ctx.target.sharing(idx, units):
                 peak[j] = snap_up(peak[j] + units)
         return tuple(peak)
 

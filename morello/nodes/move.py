@@ -80,7 +80,7 @@ class MoveAction(NodeBase):
         peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
         idx = ctx.target.level_index(self.dest.level)
         units = memory_units(self.dest, self.dest.level)
-        for j in ctx.target.sharing(idx):
+        for j in ctx.target.sharing(idx, units):
             peak[j] = snap_up(peak[j] + units)
         return tuple(peak)
 
