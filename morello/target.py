@@ -58,7 +58,8 @@ class MemoryLevel:
             f32 scalar lives in the low lane of an xmm register, so scalar and vector
             registers are one file of 16 (32 with AVX-512), and so are NEON's: a move into
             either level takes its registers from both (``Target.sharing``). Register
-            levels of separate files (x86 integer registers) share nothing.
+            levels of separate files (x86 integer registers) share nothing. Levels that
+            share have one capacity (one file, one size).
         folds: a move into this level of at most this many registers takes none from the
             levels it ``shares`` with: the kernels that read such a value fold its load into
             their own instruction (x86's ``vbroadcastss`` from memory), so it lives only in
@@ -365,6 +366,11 @@ class Target:
                 if not (lv.counts_registers and self.level(other).counts_registers):
                     raise ValueError(
                         f"level {lv.name} shares with {other}: only register levels share"
+                    )
+                if lv.capacity != self.level(other).capacity:
+                    raise ValueError(
+                        f"level {lv.name} shares with {other} but their capacities differ "
+                        f"({lv.capacity} and {self.level(other).capacity}): one file has one size"
                     )
 
     def sharing(self, level_idx: int, units: int) -> tuple[int, ...]:

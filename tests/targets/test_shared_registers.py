@@ -60,6 +60,21 @@ def test_a_move_small_enough_to_fold_lowers_only_its_own_level() -> None:
     assert subtract_limits(t, (100, 0, 16), 2, 2) is None
 
 
+def test_levels_sharing_a_file_have_one_size() -> None:
+    # Otherwise the smaller level's limit would cap moves into the larger (a move into
+    # either lowers both), as spr's 16 scalar and 32 vector registers would.
+    with pytest.raises(ValueError, match=r"capacities differ \(16 and 8\): one file has one size"):
+        Target(
+            name="t",
+            description="",
+            levels=(
+                MemoryLevel(name="GL", capacity=1 << 20, moves_to=("VRF", "RF")),
+                MemoryLevel(name="VRF", capacity=16, unit="registers", shares=("RF",)),
+                MemoryLevel(name="RF", capacity=8, unit="registers"),
+            ),
+        )
+
+
 def test_negative_folds_is_refused() -> None:
     with pytest.raises(ValueError, match="level RF: folds must not be negative, got -1"):
         _target(folds=-1)
