@@ -65,7 +65,9 @@ class MemoryLevel:
             their own instruction (x86's ``vbroadcastss`` from memory), so it lives only in
             the scratch register those kernels already declare. A larger tile is loaded
             once and held across its uses (gcc hoists the loads, and the broadcasts with
-            them), so it occupies the shared file. 0: every move takes from it.
+            them), so it occupies the shared file. 0: every move takes from it. The rule
+            is ``Target.sharing``'s, so it covers every allocation at the level, a block's
+            temporaries too: limits and peaks must agree.
         whole_specs: a cache (not addressed) that the hardware fills implicitly, such as
             an L2 behind the L1: the search never moves one operand into it; instead a
             Spec whose operands from the levels moving into it fit there all at once is

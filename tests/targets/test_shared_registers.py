@@ -142,9 +142,12 @@ def test_zen1_programs_fit_its_shared_register_file() -> None:
     """With RF a file apart, the 8x512x512 product holds a 4x4 block of A in scalar
     registers beside 12 vector accumulators (28 values; gcc spilled the broadcasts to the
     stack, BENCHMARKS.md); zen1 shares the file, and no path holds more than 16."""
+
+    def files(ctx: SynthesisContext) -> set[int]:
+        return {ctx.target.level_index("VRF"), ctx.target.level_index("RF")}
+
     apart = make_context("zen1_apart", Plugins(modules=[_ApartZen1()]), [], None)
-    files = {apart.target.level_index("VRF"), apart.target.level_index("RF")}
-    assert _most_registers(_matmul_impl(apart, 8, 512, 512), apart, files) > 16
+    assert _most_registers(_matmul_impl(apart, 8, 512, 512), apart, files(apart)) > 16
     ctx = make_context("zen1", Plugins(), [], None)
     for shape in [(8, 512, 512), (4, 1024, 1024)]:
-        assert _most_registers(_matmul_impl(ctx, *shape), ctx, files) <= 16
+        assert _most_registers(_matmul_impl(ctx, *shape), ctx, files(ctx)) <= 16
