@@ -11,6 +11,7 @@ makes it). ``morello.impl.Action`` is the protocol every kind implements.
 from __future__ import annotations
 
 from morello.nodes.block import BlockAction
+from morello.nodes.init_loop import InitLoopAction
 from morello.nodes.kernel import KernelAction
 from morello.nodes.loop import LoopAction
 from morello.nodes.move import MoveAction
@@ -19,6 +20,7 @@ from morello.nodes.reside import ResideAction
 
 __all__ = [
     "BlockAction",
+    "InitLoopAction",
     "KernelAction",
     "LoopAction",
     "MoveAction",

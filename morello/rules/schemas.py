@@ -2,13 +2,15 @@
 
 A schema turns a Spec into the actions one ``rewrite <schema> for <ops> ...`` line of a
 rule file offers. Built in: ``tile_out`` (loop over an output index), ``split`` (loop over a
-reduction index of an accumulating Spec), ``move`` (bring an operand into a faster level,
-possibly with a new layout), ``pipeline`` (compute a graph's first statement into a
+reduction index of an accumulating Spec), ``split_init`` (the same for a Spec that does
+not accumulate: its first step initializes the output), ``move`` (bring an operand into a
+faster level, possibly with a new layout), ``pipeline`` (compute a graph's first statement into a
 temporary, then the rest of the graph), ``parallel_tile_out`` (loop over an output index
 on several threads, for Specs that may run in parallel) and ``reside`` (a Spec's whole
 working set held in an outer cache the hardware fills, a forced action). A size policy
 names the loop steps a tiling schema offers for an extent: ``pow2`` (1, 2, 4, ...),
-``pow2_3`` (those and 3 * 2^k) and ``all``.
+``pow2_from64`` (64, 128, ...), ``pow2_3`` (1, 2, 3, 4, 6, ...), ``pow2x7`` (7, 14, ...)
+and ``all``.
 Both kinds are found through the ``morello_rewrite_schemas`` and ``morello_size_policies``
 hooks; this module implements them for the built-ins and is registered by
 ``plugins.Plugins`` before any entry point, so a plugin adds a schema exactly as these are.
@@ -26,7 +28,14 @@ import attrs
 
 from morello.hookspecs import hookimpl
 from morello.layout import Layout, layout_by_name
-from morello.nodes import BlockAction, LoopAction, MoveAction, ParallelLoopAction, ResideAction
+from morello.nodes import (
+    BlockAction,
+    InitLoopAction,
+    LoopAction,
+    MoveAction,
+    ParallelLoopAction,
+    ResideAction,
+)
 from morello.nodes.reside import resident_operands
 from morello.rules.graph import GraphOp, Statement
 from morello.spec import (
@@ -124,8 +133,18 @@ def pow2x7(extent: int) -> list[int]:
     return out
 
 
+def pow2_from64(extent: int) -> list[int]:
+    """64, 128, 256, ...: the powers of two from 64, below ``extent``. ``split_init`` uses
+    it: each first step it offers is a Spec that nothing else reaches (it does not
+    accumulate, over a slice of the reduction), and shorter ones doubled the Specs searched
+    for the products of the standard set (1024^3: 127k against 79k) without a cheaper
+    program among them."""
+    return [s for s in pow2(extent) if s >= 64]
+
+
 BUILTIN_SIZE_POLICIES: Mapping[str, SizePolicy] = {
     "pow2": pow2,
+    "pow2_from64": pow2_from64,
     "pow2_3": pow2_3,
     "pow2x7": pow2x7,
     "all": every_size,
@@ -187,6 +206,43 @@ class Split:
             yield from _loops(self.name, spec, ctx, decision[2], rule.sizes, decision[3])
 
     operand_places = staticmethod(same_place)
+
+
+@attrs.frozen
+class SplitInit:
+    """Loop over one reduction index of a Spec that does not accumulate, the first step
+    initializing the output and the others accumulating into it (``InitLoopAction``)."""
+
+    name: str = "split_init"
+    #: Splits along reductions: a rule may name only ops with an accumulating form.
+    splits: bool = True
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A loop of two or more trips per reduction index and step, for non-accumulating
+        Specs of ops that have an accumulating form whose output lives in a kind of level
+        the rule names (``into``: the fill this saves is worth most through memory)."""
+        if not spec.accum and level_kind(spec.output.level) in rule.into:
+            opdef = ctx.ruleset.ops[spec.op]
+            if getattr(opdef, "combiner", None) is not None:
+                for var in opdef.reduction_vars:
+                    yield from _init_loops(self.name, spec, ctx, var, rule.sizes)
+
+    def actions_making(
+        self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]
+    ) -> Iterator[Action]:
+        """The actions that may make ``decision`` (the loop over its index)."""
+        if len(decision) == 4:
+            for action in self.actions(rule, spec, ctx):
+                if (action.var, action.step) == (decision[2], decision[3]):
+                    yield action
+
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """Each operand keeps its position, in the first step (which does not accumulate)
+        and in the later ones (which do)."""
+        op, accum, position = place
+        return set() if accum else {(op, False, position), (op, True, position)}
 
 
 @attrs.frozen
@@ -335,19 +391,21 @@ class Reside:
 
 
 BUILTIN_SCHEMAS: Mapping[str, Schema] = {
-    s.name: s for s in (TileOut(), Split(), Move(), Pipeline(), ParallelTileOut(), Reside())
+    s.name: s
+    for s in (TileOut(), Split(), SplitInit(), Move(), Pipeline(), ParallelTileOut(), Reside())
 }
 
 
 @hookimpl
 def morello_rewrite_schemas() -> list[Schema]:
-    """The built-in schemas: tile_out, split, move, pipeline, parallel_tile_out, reside."""
+    """The built-in schemas: tile_out, split, split_init, move, pipeline, parallel_tile_out,
+    reside."""
     return list(BUILTIN_SCHEMAS.values())
 
 
 @hookimpl
 def morello_size_policies() -> Mapping[str, SizePolicy]:
-    """The built-in size policies: pow2, pow2_3, pow2x7, all."""
+    """The built-in size policies: pow2, pow2_from64, pow2_3, pow2x7, all."""
     return BUILTIN_SIZE_POLICIES
 
 
@@ -420,6 +478,22 @@ def _loops(
             if tail is None:
                 continue
         yield LoopAction(rule, var, size, extent // size, body, tail)
+
+
+def _init_loops(
+    rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str
+) -> Iterator[InitLoopAction]:
+    """Loops over reduction index ``var`` of non-accumulating ``spec`` in each step of
+    ``policy`` that leaves at least two trips, the first initializing."""
+    for loop in _loops(rule, spec, ctx, var, policy):
+        if loop.trips < 2:
+            continue
+        body = loop.body
+        accumulating = Spec(body.op, body.operands, True, body.limits, body.serial)
+        tail = loop.tail
+        if tail is not None:
+            tail = Spec(tail.op, tail.operands, True, tail.limits, tail.serial)
+        yield InitLoopAction(rule, var, loop.step, loop.trips, body, accumulating, tail)
 
 
 def _moves(

@@ -62,16 +62,17 @@ def test_rule_parse_core_ops() -> None:
 
 def test_rule_parse_core_rewrites() -> None:
     rules = _builtin("rewrites/core.rules").rules
-    assert rules[:3] == (
+    assert rules[:4] == (
         SchemaRule("tile_out", (OpPattern("*"),), "pow2_3", ("*",)),
         SchemaRule("split", (OpPattern("*", accum_only=True),), "pow2", ("*",)),
+        SchemaRule("split_init", (OpPattern("*"),), "pow2_from64", ("*",), into=("memory",)),
         SchemaRule("move", tuple(map(OpPattern, MOVE_OPS)), "pow2", ("*",)),
     )
-    assert rules[3] == SchemaRule(
+    assert rules[4] == SchemaRule(
         "move", (OpPattern("graph"),), "pow2", ("*",), into=("cache",), operands="inputs"
     )
-    assert rules[7] == SchemaRule("pipeline", (OpPattern("graph"),), "pow2", ("row_major",))
-    to_accum = rules[4]
+    assert rules[8] == SchemaRule("pipeline", (OpPattern("graph"),), "pow2", ("row_major",))
+    to_accum = rules[5]
     assert isinstance(to_accum, DecomposeRule)
     assert (to_accum.name, to_accum.op, to_accum.params, to_accum.output) == (
         "to_accum",

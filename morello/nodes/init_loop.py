@@ -1,0 +1,97 @@
+"""A reduction loop whose first step initializes the output and whose later steps accumulate.
+
+A Spec that does not accumulate (``c = matmul(a, b)``) may be split along a reduction index
+this way instead of filling its output with the reduction's identity and then accumulating
+over every step (``to_accum`` then ``split``): the first step is the non-accumulating Spec
+over its slice of the reduction, which can start its accumulators from the identity in
+registers, and the output is never filled through memory. Over main memory that fill is a
+whole pass over the output, and the first step's loads of it are gone too.
+
+Cost: the first step, the accumulating body for each later trip, the tail once, and the terms
+a serial loop adds (``LoopAction``: the latency of dependency chains over register
+accumulators, the streams a loop across runs starts again, the cache fills later trips do not
+repeat). Peak memory: the most any child needs. C: the first step at the start of the index,
+then a ``for`` loop over the other trips (or the steps repeated, when an operand the index
+runs along lives in registers), then the tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from morello.codegen.c import Lin
+from morello.nodes.base import NodeBase
+from morello.nodes.loop import LoopAction
+
+if TYPE_CHECKING:
+    from morello.codegen.c import Emitter, View
+    from morello.context import SynthesisContext
+    from morello.impl import Impl
+    from morello.spec import Spec
+
+
+@attrs.frozen
+class InitLoopAction(NodeBase):
+    """A loop over reduction index ``var`` in ``trips`` steps of ``step`` (at least two), the
+    first of which is ``first`` (the Spec's own, non-accumulating form over one step); the
+    others are ``body`` (its accumulating form), and ``tail``, if any, accumulates the last
+    ``extent % step`` indices."""
+
+    rule: str
+    var: str
+    step: int
+    trips: int
+    first: Spec
+    body: Spec
+    tail: Spec | None
+
+    @property
+    def children(self) -> tuple[Spec, ...]:
+        """Sub-Specs: the first step, the body, then the tail."""
+        head = (self.first, self.body)
+        return head if self.tail is None else (*head, self.tail)
+
+    def describe(self) -> str:
+        """One-line description."""
+        tail = " + tail" if self.tail is not None else ""
+        return f"{self.rule}: for {self.var} in {self.trips} x {self.step}{tail}, first initializes"
+
+    def decision(self) -> tuple[Any, ...]:
+        """The same loop at any Spec: rule, index variable, step."""
+        return ("init_loop", self.rule, self.var, self.step)
+
+    def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
+        """What the serial loop of the body would cost, with the first trip's body replaced by
+        the first step."""
+        loop = LoopAction(self.rule, self.var, self.step, self.trips, self.body, self.tail)
+        return loop.cost(spec, child_costs[1:], ctx) - child_costs[1] + child_costs[0]
+
+    def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
+        """The first step, a loop (or the steps repeated) over the rest, the tail."""
+        uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
+        first, body = impl.children[0], impl.children[1]
+        tail = impl.children[2] if self.tail is not None else None
+
+        def at(offset: Lin | int) -> list[View]:
+            shifted = list(views)
+            for i, d in uses:
+                shifted[i] = shifted[i].shifted(d, offset)
+            return shifted
+
+        em.node(first, list(views))
+        unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
+        if unroll or self.trips == 2:
+            for t in range(1, self.trips):
+                em.node(body, at(t * self.step))
+        else:
+            var = em.names.fresh("i")
+            em.emit(f"for (int {var} = 1; {var} < {self.trips}; {var}++) {{")
+            em.depth += 1
+            em.node(body, at(Lin.var(var).scale(self.step)))
+            em.depth -= 1
+            em.emit("}")
+        if tail is not None:
+            em.node(tail, at(self.trips * self.step))
