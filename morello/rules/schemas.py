@@ -221,20 +221,31 @@ class SplitInit:
         """A loop of two or more trips per reduction index and step, for non-accumulating
         Specs of ops that have an accumulating form whose output lives in a kind of level
         the rule names (``into``: the fill this saves is worth most through memory)."""
-        if not spec.accum and level_kind(spec.output.level) in rule.into:
-            opdef = ctx.ruleset.ops[spec.op]
-            if getattr(opdef, "combiner", None) is not None:
-                for var in opdef.reduction_vars:
-                    yield from _init_loops(self.name, spec, ctx, var, rule.sizes)
+        yield from self._loops(rule, spec, ctx)
 
     def actions_making(
         self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]
     ) -> Iterator[Action]:
-        """The actions that may make ``decision`` (the loop over its index)."""
+        """The actions that may make ``decision`` (the loop over its index and step)."""
         if len(decision) == 4:
-            for action in self.actions(rule, spec, ctx):
-                if (action.var, action.step) == (decision[2], decision[3]):
-                    yield action
+            yield from self._loops(rule, spec, ctx, decision[2], decision[3])
+
+    def _loops(
+        self,
+        rule: SchemaRule,
+        spec: Spec,
+        ctx: SynthesisContext,
+        only_var: str | None = None,
+        only_step: int | None = None,
+    ) -> Iterator[InitLoopAction]:
+        if spec.accum or level_kind(spec.output.level) not in rule.into:
+            return
+        opdef = ctx.ruleset.ops[spec.op]
+        if getattr(opdef, "combiner", None) is None:  # a graph op has none
+            return
+        for var in opdef.reduction_vars:
+            if only_var is None or var == only_var:
+                yield from _init_loops(self.name, spec, ctx, var, rule.sizes, only_step)
 
     def operand_places(
         self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
@@ -481,19 +492,22 @@ def _loops(
 
 
 def _init_loops(
-    rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str
+    rule: str,
+    spec: Spec,
+    ctx: SynthesisContext,
+    var: str,
+    policy: str,
+    only: int | None = None,
 ) -> Iterator[InitLoopAction]:
     """Loops over reduction index ``var`` of non-accumulating ``spec`` in each step of
-    ``policy`` that leaves at least two trips, the first initializing."""
-    for loop in _loops(rule, spec, ctx, var, policy):
+    ``policy`` (only step ``only``, if given) that leaves at least two trips, the first
+    initializing."""
+    for loop in _loops(rule, spec, ctx, var, policy, only):
         if loop.trips < 2:
             continue
-        body = loop.body
-        accumulating = Spec(body.op, body.operands, True, body.limits, body.serial)
-        tail = loop.tail
-        if tail is not None:
-            tail = Spec(tail.op, tail.operands, True, tail.limits, tail.serial)
-        yield InitLoopAction(rule, var, loop.step, loop.trips, body, accumulating, tail)
+        tail = None if loop.tail is None else attrs.evolve(loop.tail, accum=True)
+        body = attrs.evolve(loop.body, accum=True)
+        yield InitLoopAction(rule, var, loop.step, loop.trips, loop.body, body, tail)
 
 
 def _moves(
