@@ -17,8 +17,11 @@ import attrs
 from morello.spec import Spec
 
 if TYPE_CHECKING:
-    from morello.codegen.c import Emitter, View
+    from collections.abc import Callable
+
+    from morello.codegen.c import Emitter, Lin, View
     from morello.context import SynthesisContext
+    from morello.nodes.base import Copy
 
 
 class Action(Protocol):
@@ -53,6 +56,15 @@ class Action(Protocol):
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """Write the node's C through ``em`` (children through ``em.node``)."""
+
+    def copy_in(self, impl: Impl) -> Copy | None:
+        """The node as a copy of an input into a new buffer, then a body (``nodes.base.Copy``),
+        so that a loop around it may copy the next trip's tile ahead; None for most."""
+
+    def pieces(
+        self, em: Emitter, impl: Impl, views: list[View]
+    ) -> tuple[int, Callable[[Emitter, Lin], None]] | None:
+        """The node's C as independent pieces, ``(count, emit_piece)``, or None."""
 
 
 @attrs.frozen

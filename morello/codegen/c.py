@@ -10,7 +10,8 @@ copies; kernels render their templates. Knows no node kind, kernel or target by 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -155,11 +156,29 @@ def element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
 # ---- the emitter --------------------------------------------------------------------------
 
 
+@attrs.define
+class Interleave:
+    """Work spread over the innermost serial loop of a body (``Emitter.for_loop``).
+
+    ``rows`` pieces, ``emit_piece(em, index)`` each; the C variable ``next`` counts the pieces
+    done and ``gap`` the loop iterations until the next one. The first innermost loop that
+    finishes inside the body (below ``depth`` open loops) takes it: one piece every ``every``
+    of its iterations, counting the iterations of the loops around it inside the body.
+    """
+
+    rows: int
+    emit_piece: Callable[[Emitter, Lin], None]
+    next: str
+    gap: str
+    depth: int
+    every: int | None = None
+
+
 class Emitter:
     """Writes one function's body: lines at the current depth, fresh names, new buffers.
 
     Node kinds (``morello.nodes``) write themselves through it: ``emit`` a line, ``node`` a
-    child, ``declare`` a buffer, ``names.fresh`` a loop variable.
+    child, ``declare`` a buffer, ``names.fresh`` a loop variable, ``for_loop`` a serial loop.
     """
 
     def __init__(self, ctx: SynthesisContext, names: Names) -> None:
@@ -168,6 +187,51 @@ class Emitter:
         self.lines: list[str] = []
         self.depth = 1
         self.bindings: dict[str, Lin] = {}
+        #: Trips of the serial ``for_loop``s open around the current line.
+        self.loop_trips: list[int] = []
+        #: Work waiting for the innermost loop of the body being emitted (``Interleave``).
+        self.interleave: Interleave | None = None
+
+    def for_loop(self, var: str, start: int, stop: int, body: Callable[[], None]) -> None:
+        """``for (int var = start; var < stop; var++) { body }``, taking a pending
+        ``interleave`` when no loop inside took it (it is then the innermost)."""
+        self.emit(f"for (int {var} = {start}; {var} < {stop}; {var}++) {{")
+        self.depth += 1
+        top = len(self.lines)
+        self.loop_trips.append(stop - start)
+        body()
+        work = self.interleave
+        if work is not None and work.every is None and len(self.loop_trips) > work.depth:
+            iterations = math.prod(self.loop_trips[work.depth :])
+            work.every = max(1, iterations // work.rows)
+            self.lines[top:top] = self._captured(lambda: self._piece(work))
+        self.loop_trips.pop()
+        self.depth -= 1
+        self.emit("}")
+
+    def _piece(self, work: Interleave) -> None:
+        """Every ``work.every`` iterations, the next piece of ``work`` if one is left."""
+        self.emit(f"if (--{work.gap} == 0) {{")
+        self.depth += 1
+        self.emit(f"{work.gap} = {work.every};")
+        self.emit(f"if ({work.next} < {work.rows}) {{")
+        self.depth += 1
+        work.emit_piece(self, Lin.var(work.next))
+        self.emit(f"{work.next}++;")
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
+
+    def _captured(self, write: Callable[[], None]) -> list[str]:
+        """The lines ``write`` emits, taken out of the function (no interleave inside)."""
+        saved_lines, saved_work = self.lines, self.interleave
+        self.lines, self.interleave = [], None
+        try:
+            write()
+            return self.lines
+        finally:
+            self.lines, self.interleave = saved_lines, saved_work
 
     def emit(self, line: str) -> None:
         """Add ``line`` at the current depth."""

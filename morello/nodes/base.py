@@ -3,12 +3,24 @@ thread."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from morello.codegen.c import Emitter, Lin, View
     from morello.context import SynthesisContext
-    from morello.spec import Spec
+    from morello.impl import Impl
+    from morello.spec import Spec, TensorSpec
+
+
+class Copy(NamedTuple):
+    """A node that copies one input operand into a new buffer before its body (a packing
+    move), taken apart so that a loop around it can copy the next trip's tile ahead."""
+
+    operand: int  #: which operand of the node's Spec is copied
+    dest: TensorSpec  #: the buffer's tensor
+    prologue: Impl  #: the copy, whose operands are the source and the buffer
+    body: Impl  #: the rest, over the buffer
 
 
 class NodeBase:
@@ -33,6 +45,17 @@ class NodeBase:
     def parallelism(self) -> int:
         """Threads the node's own code runs its children on: 1, one after the other."""
         return 1
+
+    def copy_in(self, impl: Impl) -> Copy | None:
+        """The node as a copy of an input then a body (``Copy``), or None: most are not."""
+        return None
+
+    def pieces(
+        self, em: Emitter, impl: Impl, views: list[View]
+    ) -> tuple[int, Callable[[Emitter, Lin], None]] | None:
+        """The node's C over ``views`` as ``n`` independent pieces: ``(n, emit_piece)``, where
+        ``emit_piece(em, index)`` writes piece ``index`` (a C expression); or None."""
+        return None
 
 
 def max_peaks(child_peaks: Sequence[tuple[int, ...]], levels: int) -> tuple[int, ...]:

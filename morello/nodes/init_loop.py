@@ -88,10 +88,8 @@ class InitLoopAction(NodeBase):
                 em.node(body, at(t * self.step))
         else:
             var = em.names.fresh("i")
-            em.emit(f"for (int {var} = 1; {var} < {self.trips}; {var}++) {{")
-            em.depth += 1
-            em.node(body, at(Lin.var(var).scale(self.step)))
-            em.depth -= 1
-            em.emit("}")
+            em.for_loop(
+                var, 1, self.trips, lambda: em.node(body, at(Lin.var(var).scale(self.step)))
+            )
         if tail is not None:
             em.node(tail, at(self.trips * self.step))

@@ -16,14 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from morello.codegen.c import Lin
+from morello.codegen.c import Buffer, Interleave, Lin, View
 from morello.cost import lines_and_runs
-from morello.nodes.base import NodeBase
+from morello.nodes.base import Copy, NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
 
 if TYPE_CHECKING:
-    from morello.codegen.c import Emitter, View
+    from collections.abc import Callable
+
+    from morello.codegen.c import Emitter
     from morello.context import SynthesisContext
     from morello.impl import Impl
 
@@ -117,30 +119,120 @@ class LoopAction(NodeBase):
         return total
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
-        """A ``for`` loop shifting the views the index runs along, or the body unrolled."""
+        """A ``for`` loop shifting the views the index runs along, or the body unrolled.
+
+        A body that copies an input the index runs along into a new buffer (a packed panel)
+        is copied one trip ahead: two buffers, the first trip's copy before the loop, and each
+        trip's body copies the next trip's tile piece by piece inside its innermost loop, where
+        the copies issue among the body's own instructions instead of in a pass of their own.
+        """
         uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
         unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
         body, tail = impl.children[0], impl.children[1] if self.tail is not None else None
+
+        def at(offset: Lin | int) -> list[View]:
+            shifted = list(views)
+            for i, d in uses:
+                shifted[i] = shifted[i].shifted(d, offset)
+            return shifted
+
         if self.trips == 1:
             em.node(body, views)
         elif unroll:
             for t in range(self.trips):
-                shifted = list(views)
-                for i, d in uses:
-                    shifted[i] = shifted[i].shifted(d, t * self.step)
-                em.node(body, shifted)
+                em.node(body, at(t * self.step))
         else:
-            var = em.names.fresh("i")
-            em.emit(f"for (int {var} = 0; {var} < {self.trips}; {var}++) {{")
-            em.depth += 1
+            copy = self._copy_ahead(em, body, views, uses)
+            if copy is not None:
+                self._emit_copying_ahead(em, copy, at)
+            else:
+                var = em.names.fresh("i")
+                em.for_loop(
+                    var, 0, self.trips, lambda: em.node(body, at(Lin.var(var).scale(self.step)))
+                )
+        if tail is not None:
+            em.node(tail, at(self.trips * self.step))
+
+    def pieces(
+        self, em: Emitter, impl: Impl, views: list[View]
+    ) -> tuple[int, Callable[[Emitter, Lin], None]] | None:
+        """The trips of a ``for`` loop without a tail, one piece each."""
+        uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
+        if self.tail is not None or self.trips < 2:
+            return None
+        if any(views[i].buffer.kind == "registers" for i, _ in uses):
+            return None
+        body = impl.children[0]
+
+        def emit_piece(em: Emitter, index: Lin) -> None:
             shifted = list(views)
             for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, Lin.var(var).scale(self.step))
+                shifted[i] = shifted[i].shifted(d, index.scale(self.step))
             em.node(body, shifted)
+
+        return self.trips, emit_piece
+
+    def _copy_ahead(
+        self, em: Emitter, body: Impl, views: list[View], uses: Sequence[tuple[int, int]]
+    ) -> Copy | None:
+        """The body's copy of an input that moves with the index, if it splits into pieces."""
+        copy = body.action.copy_in(body)
+        if copy is None or copy.operand not in {i for i, _ in uses} or body.threads() > 1:
+            return None
+        probe = _whole(
+            Buffer("probe", copy.dest.dtype, copy.dest.shape, copy.dest.layout, "memory")
+        )
+        src = views[copy.operand]
+        if copy.prologue.action.pieces(em, copy.prologue, [src, probe]) is None:
+            return None
+        return copy
+
+    def _emit_copying_ahead(
+        self, em: Emitter, copy: Copy, at: Callable[[Lin | int], list[View]]
+    ) -> None:
+        """The loop with two buffers, each trip copying the next trip's tile into the other."""
+        dest = copy.dest
+        first, second = em.declare(dest), em.declare(dest)
+        em.node(copy.prologue, [at(0)[copy.operand], _whole(first)])
+        var = em.names.fresh("i")
+        now, ahead = em.names.fresh("panel"), em.names.fresh("ahead")
+        count, gap = em.names.fresh("next"), em.names.fresh("gap")
+        c_type = dest.dtype.c_type
+
+        def trip() -> None:
+            em.emit(f"{c_type} *restrict {now} = {var} & 1 ? {second.name} : {first.name};")
+            em.emit(f"{c_type} *restrict {ahead} = {var} & 1 ? {first.name} : {second.name};")
+            source = at(Lin.var(var).scale(self.step) + self.step)[copy.operand]
+            target = _whole(Buffer(ahead, dest.dtype, dest.shape, dest.layout, "memory"))
+            split = copy.prologue.action.pieces(em, copy.prologue, [source, target])
+            assert split is not None  # checked by _copy_ahead
+            rows, emit_piece = split
+            em.emit(f"int {count} = {var} + 1 < {self.trips} ? 0 : {rows};")
+            em.emit(f"int {gap} = 1;")
+            gap_line = len(em.lines) - 1
+            outer, em.interleave = (
+                em.interleave,
+                Interleave(rows, emit_piece, count, gap, len(em.loop_trips)),
+            )
+            work = em.interleave
+            body_views = at(Lin.var(var).scale(self.step))
+            body_views[copy.operand] = _whole(
+                Buffer(now, dest.dtype, dest.shape, dest.layout, "memory")
+            )
+            em.node(copy.body, body_views)
+            em.interleave = None
+            if work.every is None:  # no loop in the body: the copy follows it
+                del em.lines[gap_line]
+            em.emit(f"for (; {count} < {rows}; {count}++) {{")
+            em.depth += 1
+            emit_piece(em, Lin.var(count))
             em.depth -= 1
             em.emit("}")
-        if tail is not None:
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, self.trips * self.step)
-            em.node(tail, shifted)
+            em.interleave = outer
+
+        em.for_loop(var, 0, self.trips, trip)
+
+
+def _whole(buffer: Buffer) -> View:
+    """A view of all of ``buffer``."""
+    return View(buffer, tuple(Lin() for _ in buffer.shape))

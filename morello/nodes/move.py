@@ -17,7 +17,7 @@ import attrs
 
 from morello.codegen.c import Lin, View, on_heap
 from morello.cost import access_cost
-from morello.nodes.base import NodeBase, max_peaks
+from morello.nodes.base import Copy, NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
 if TYPE_CHECKING:
@@ -89,6 +89,19 @@ class MoveAction(NodeBase):
         if self.new_buffer and not self.dest.level.counts_registers and on_heap(self.dest):
             return ("<stdlib.h>",)
         return ()
+
+    def copy_in(self, impl: Impl) -> Copy | None:
+        """A copy of an input into a new buffer in memory on the stack (no copy out)."""
+        dest = self.dest
+        if (
+            not self.new_buffer
+            or self.prologue is None
+            or self.epilogue is not None
+            or dest.level.counts_registers
+            or on_heap(dest)
+        ):
+            return None
+        return Copy(self.operand, dest, impl.children[0], impl.children[1])
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """Declare the buffer, copy in, the body over it, copy out (a cache: the body only)."""

@@ -1,6 +1,7 @@
 """The C tools behind BENCHMARKS.md's notes build and run: the A/B harness of two generated
-programs (``benchmarks/ab_programs.c``) and the hand-written 1024^3 nest with its switches
-(``benchmarks/matmul_1024_losses.c``)."""
+programs (``benchmarks/ab_programs.c``), the hand-written 1024^3 nest with its switches
+(``benchmarks/matmul_1024_losses.c``) and the 32x2048x512 nest that times B's panel copies
+(``benchmarks/panel_copies.c``, which checks its own product)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,27 @@ def test_losses_nest_builds_with_each_switch(tmp_path: Path, switches: list[str]
          "-o", str(tmp_path / "nest.o")],
         check=True,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "switch", ["", "-DCOPY_ONCE", "-DB_FIXED", "-DAHEAD_BURST", "-DAHEAD_ROWS"]
+)
+def test_panel_copies_nest_builds_with_each_switch(tmp_path: Path, switch: str) -> None:
+    subprocess.run(
+        ["gcc", *FLAGS, "-Wall", "-Werror", *filter(None, [switch]), "-c",
+         str(BENCHMARKS / "panel_copies.c"), "-o", str(tmp_path / "nest.o")],
+        check=True,
+    )  # fmt: skip
+
+
+@pytest.mark.runs_code
+@pytest.mark.parametrize("switch", ["", "-DAHEAD_ROWS"])
+def test_panel_copies_nest_checks_itself_and_times(tmp_path: Path, switch: str) -> None:
+    exe = tmp_path / "nest"
+    subprocess.run(
+        ["gcc", *FLAGS, *filter(None, [switch]), str(BENCHMARKS / "panel_copies.c"),
+         "-o", str(exe)],
+        check=True,
+    )  # fmt: skip
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    assert len(re.findall(r"^[0-9.]+ GFLOP/s \([0-9.]+ us\)$", out, re.M)) == 3, out

@@ -1,0 +1,160 @@
+"""A loop whose body packs an input copies the next trip's tile ahead, inside the body.
+
+``LoopAction.emit`` gives a loop whose body is a copy of an input the index runs along into a
+new buffer (a panel packed into L1) two buffers: the first trip's copy before the loop, and
+each trip copies the next trip's tile piece by piece inside the innermost loop of its body
+(``Emitter.for_loop`` and ``Interleave``). Checked here: where the pieces go and how often,
+the C of forced trees against NumPy (pieces in a k loop, a loop with a tail, a body with no
+loop of its own), and that the Impl and its cost do not change (it is the same program).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from morello.codegen.c import Emitter, Interleave, Lin
+from morello.codegen.compile import compile_shared
+from morello.codegen.harness import check
+from morello.codegen.header import lower_to_c
+from morello.codegen.names import Names
+from morello.context import SynthesisContext
+from morello.impl import Impl
+from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.nodes import LoopAction, MoveAction
+from morello.search.expand import spec_actions
+from morello.search.solve import synthesize
+from morello.spec import Spec
+
+
+def _program(text: str, ctx: SynthesisContext) -> Program:
+    (func,) = parse_spec_file("t.lark", text).funcs
+    return build_program(func, ctx)
+
+
+def _matmul(m: int, k: int, n: int) -> str:
+    return f"func f(a: f32[{m}, {k}], b: f32[{k}, {n}]) -> c: f32[{m}, {n}] {{ c = matmul(a, b) }}"
+
+
+def _solved(action: object, spec: Spec, children: tuple[Impl, ...], ctx: SynthesisContext) -> Impl:
+    cost = action.cost(spec, [c.cost for c in children], ctx)  # type: ignore[attr-defined]
+    peaks = action.peaks(spec, [c.peaks for c in children], ctx)  # type: ignore[attr-defined]
+    return Impl(spec, action, children, cost, peaks)  # type: ignore[arg-type]
+
+
+def _packing_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
+    """``spec`` as a loop over n in steps of ``step`` whose body packs b (operand 1) into a new
+    buffer in the first cache level; everything below by the DP."""
+    (loop,) = [
+        a
+        for a in spec_actions(spec, ctx)
+        if isinstance(a, LoopAction) and (a.var, a.step) == ("n", step)
+    ]
+    memo: dict[Spec, object] = {}
+
+    def packed(body: Spec) -> Impl:
+        move = next(
+            a
+            for a in spec_actions(body, ctx)
+            if isinstance(a, MoveAction)
+            and a.operand == 1
+            and a.new_buffer
+            and not a.dest.level.counts_registers
+        )
+        kids = tuple(synthesize(c, ctx, memo)[0] for c in move.children)
+        return _solved(move, body, kids, ctx)
+
+    children = [packed(loop.body)]
+    if loop.tail is not None:
+        children.append(synthesize(loop.tail, ctx, memo)[0])
+    return _solved(loop, spec, tuple(children), ctx)
+
+
+def _c(prog: Program, impl: Impl, ctx: SynthesisContext) -> str:
+    return lower_to_c("f", [(prog, impl)], ctx).c_text
+
+
+def test_pieces_go_into_the_innermost_loop_spread_over_its_iterations(
+    ctx: SynthesisContext,
+) -> None:
+    em = Emitter(ctx, Names())
+    done: list[str] = []
+
+    def piece(em: Emitter, index: Lin) -> None:
+        done.append(index.render())
+        em.emit(f"copy({index.render()});")
+
+    def inner() -> None:
+        em.emit("work();")
+
+    def middle() -> None:
+        em.emit("int next = 0, gap = 1;")
+        em.interleave = Interleave(6, piece, "next", "gap", len(em.loop_trips))
+        em.for_loop("j", 0, 4, lambda: em.for_loop("k", 0, 8, inner))
+        em.interleave = None
+
+    em.for_loop("i", 0, 3, middle)
+    text = "\n".join(line.strip() for line in em.lines)
+    # 4 x 8 iterations inside the trip, 6 pieces: one every 5 iterations of the k loop.
+    assert done == ["next"]
+    assert "for (int k = 0; k < 8; k++) {\nif (--gap == 0) {\ngap = 5;\nif (next < 6) {" in text
+    assert text.index("copy(next);") < text.index("work();")
+    assert text.count("copy(") == 1
+    assert em.loop_trips == [] and em.depth == 1
+
+
+def test_more_pieces_than_iterations_take_one_each(ctx: SynthesisContext) -> None:
+    em = Emitter(ctx, Names())
+    work = Interleave(10, lambda em, i: em.emit(f"copy({i.render()});"), "next", "gap", 0)
+    em.interleave = work
+    em.for_loop("k", 0, 4, lambda: em.emit("work();"))
+    # the other 6 pieces are the caller's: LoopAction copies them after the body
+    assert work.every == 1 and "gap = 1;" in "\n".join(em.lines)
+
+
+def test_an_interleave_stays_pending_without_a_loop(ctx: SynthesisContext) -> None:
+    em = Emitter(ctx, Names())
+    work = Interleave(4, lambda em, i: em.emit("copy();"), "next", "gap", 0)
+    em.interleave = work
+    em.emit("straight_line();")
+    assert work.every is None and "copy();" not in "\n".join(em.lines)
+
+
+@pytest.mark.parametrize(("n", "trips"), [(32, 4), (36, 4)])
+def test_two_panels_each_trip_copying_the_next(ctx: SynthesisContext, n: int, trips: int) -> None:
+    prog = _program(_matmul(4, 64, n), ctx)
+    text = _c(prog, _packing_loop(prog.spec, ctx, 8), ctx)
+    # the first trip's panel is copied before the loop; the last trip copies nothing ahead
+    assert re.search(r"float \*restrict panel0 = (i[0-9]+) & 1 \? t[0-9]+ : t[0-9]+;", text)
+    assert re.search(rf"int next0 = i[0-9]+ \+ 1 < {trips} \? 0 : 64;", text)
+    assert "if (--gap0 == 0) {" in text
+    assert text.index("ahead0[") < text.index("for (; next0 < 64; next0++) {")
+
+
+CASES = {
+    # pieces inside the body's k loop
+    "k-loop": (_matmul(4, 64, 32), 8),
+    # a tail after the loop copies its own tile in place
+    "tail": (_matmul(4, 64, 36), 8),
+    # a piece every iteration (as many pieces as iterations)
+    "every-iteration": (_matmul(1, 4, 24), 8),
+    # three trips of a wide tile
+    "wide": (_matmul(6, 32, 48), 16),
+}
+
+
+@pytest.mark.runs_code
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_c_of_a_loop_copying_ahead_matches_numpy(
+    ctx: SynthesisContext, case: str, tmp_path: Path
+) -> None:
+    text, step = CASES[case]
+    prog = _program(text, ctx)
+    impl = _packing_loop(prog.spec, ctx, step)
+    source = _c(prog, impl, ctx)
+    assert "ahead0" in source
+    check(
+        compile_shared(lower_to_c("f", [(prog, impl)], ctx).c_text, ctx.target, tmp_path), prog, ctx
+    )
