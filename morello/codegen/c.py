@@ -163,8 +163,15 @@ class Interleave:
     ``rows`` pieces, ``emit_piece(em, index)`` each; the C variable ``next`` counts the pieces
     done and ``gap`` the loop iterations until the next one. The first innermost loop that
     finishes inside the body (below ``depth`` open loops) takes it: one piece every ``every``
-    of its iterations, counting the iterations of the loops around it inside the body.
+    of its iterations, counting the iterations of the loops around it inside the body. When
+    that would be sparser than ``SPARSEST``, it declines (``every`` 0) and the pieces are left
+    to the caller: a piece that misses the caches every few thousand cycles stalls the
+    loop, where a burst of them overlaps (BENCHMARKS.md, "A loop copies its next panel
+    ahead": 1024^3's one row every 256 iterations ran 11% slower than a burst).
     """
+
+    #: The most loop iterations between two pieces (measured: 8 to 64 gain, 256 loses).
+    SPARSEST = 64
 
     rows: int
     emit_piece: Callable[[Emitter, Lin], None]
@@ -172,6 +179,11 @@ class Interleave:
     gap: str
     depth: int
     every: int | None = None
+
+    @property
+    def placed(self) -> bool:
+        """Whether a loop took the pieces (else the caller copies them all)."""
+        return bool(self.every)
 
 
 class Emitter:
@@ -192,6 +204,20 @@ class Emitter:
         #: Work waiting for the innermost loop of the body being emitted (``Interleave``).
         self.interleave: Interleave | None = None
 
+    def attempt(self, write: Callable[[], bool]) -> bool:
+        """Run ``write``; if it returns False, take back every line and name it made."""
+        lines, names = len(self.lines), self.names.state()
+        depth, trips, work = self.depth, list(self.loop_trips), self.interleave
+        every = work.every if work is not None else None
+        if write():
+            return True
+        del self.lines[lines:]
+        self.names.restore(names)
+        self.depth, self.loop_trips, self.interleave = depth, trips, work
+        if work is not None:  # a loop taken back may have taken an outer loop's pieces
+            work.every = every
+        return False
+
     def for_loop(self, var: str, start: int, stop: int, body: Callable[[], None]) -> None:
         """``for (int var = start; var < stop; var++) { body }``, taking a pending
         ``interleave`` when no loop inside took it (it is then the innermost)."""
@@ -202,9 +228,10 @@ class Emitter:
         body()
         work = self.interleave
         if work is not None and work.every is None and len(self.loop_trips) > work.depth:
-            iterations = math.prod(self.loop_trips[work.depth :])
-            work.every = max(1, iterations // work.rows)
-            self.lines[top:top] = self._captured(lambda: self._piece(work))
+            every = max(1, math.prod(self.loop_trips[work.depth :]) // work.rows)
+            work.every = every if every <= work.SPARSEST else 0
+            if work.placed:
+                self.lines[top:top] = self._captured(lambda: self._piece(work))
         self.loop_trips.pop()
         self.depth -= 1
         self.emit("}")

@@ -29,3 +29,11 @@ class Names:
             if name not in self._reserved and name not in self._element_bases:
                 self._reserved.add(name)
                 return name
+
+    def state(self) -> tuple[dict[str, int], set[str]]:
+        """What ``restore`` needs to hand out the same names again."""
+        return dict(self._next), set(self._reserved)
+
+    def restore(self, state: tuple[dict[str, int], set[str]]) -> None:
+        """Forget every name handed out since ``state`` was taken."""
+        self._next, self._reserved = dict(state[0]), set(state[1])

@@ -17,11 +17,12 @@ runs along lives in registers), then the tail.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin
 from morello.nodes.base import NodeBase
 from morello.nodes.loop import LoopAction
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from morello.codegen.c import Emitter, View
     from morello.context import SynthesisContext
     from morello.impl import Impl
+    from morello.nodes.base import Copy
     from morello.spec import Spec
 
 
@@ -70,7 +72,11 @@ class InitLoopAction(NodeBase):
         return loop.cost(spec, child_costs[1:], ctx) - child_costs[1] + child_costs[0]
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
-        """The first step, a loop (or the steps repeated) over the rest, the tail."""
+        """The first step, a loop (or the steps repeated) over the rest, the tail.
+
+        When the first step and the body copy the same input tile into a new buffer (a packed
+        panel), each step copies the next step's tile ahead (``morello.nodes.copy_ahead``).
+        """
         uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
         first, body = impl.children[0], impl.children[1]
         tail = impl.children[2] if self.tail is not None else None
@@ -81,15 +87,54 @@ class InitLoopAction(NodeBase):
                 shifted[i] = shifted[i].shifted(d, offset)
             return shifted
 
-        em.node(first, list(views))
         unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
-        if unroll or self.trips == 2:
-            for t in range(1, self.trips):
-                em.node(body, at(t * self.step))
-        else:
-            var = em.names.fresh("i")
-            em.for_loop(
-                var, 1, self.trips, lambda: em.node(body, at(Lin.var(var).scale(self.step)))
-            )
+        copies = None if unroll else self._copies(em, first, body, views, uses)
+        if copies is None or not em.attempt(lambda: self._emit_copying_ahead(em, *copies, at)):
+            em.node(first, list(views))
+            if unroll or self.trips == 2:
+                for t in range(1, self.trips):
+                    em.node(body, at(t * self.step))
+            else:
+                var = em.names.fresh("i")
+                em.for_loop(
+                    var, 1, self.trips, lambda: em.node(body, at(Lin.var(var).scale(self.step)))
+                )
         if tail is not None:
             em.node(tail, at(self.trips * self.step))
+
+    @staticmethod
+    def _copies(
+        em: Emitter, first: Impl, body: Impl, views: list[View], uses: Sequence[tuple[int, int]]
+    ) -> tuple[Copy, Copy] | None:
+        """The copies the first step and the body start with, if they copy the same tile ahead."""
+        body_copy = ahead.copy_ahead(em, body, views, uses)
+        first_copy = first.action.copy_in(first)
+        if body_copy is None or first_copy is None or first.threads() > 1:
+            return None
+        if (first_copy.operand, first_copy.dest) != (body_copy.operand, body_copy.dest):
+            return None
+        return first_copy, body_copy
+
+    def _emit_copying_ahead(
+        self, em: Emitter, first: Copy, body: Copy, at: Callable[[Lin | int], list[View]]
+    ) -> bool:
+        """Two buffers; the first step copies the second step's tile, each later step the
+        next one's (the body's copy, in pieces). Whether a step's loop took the pieces."""
+        op = first.operand
+        buffers = ahead.panels(em, first, at(0)[op])
+        todo = (buffers[1], at(self.step)[op], body.prologue, lambda rows: "0")
+        placed = [ahead.trip(em, first, at(0), buffers[0], todo)]
+        if self.trips == 2:
+            ahead.trip(em, body, at(self.step), buffers[1], None)
+            return placed[0]
+        var = em.names.fresh("i")
+
+        def one_trip() -> None:
+            now, next_buffer = ahead.select(em, body, var, buffers)
+            offset = Lin.var(var).scale(self.step)
+            last = f"{var} + 1 < {self.trips} ? 0 : "
+            todo = (next_buffer, at(offset + self.step)[op], body.prologue, lambda r: f"{last}{r}")
+            placed.append(ahead.trip(em, body, at(offset), now, todo))
+
+        em.for_loop(var, 1, self.trips, one_trip)
+        return any(placed)

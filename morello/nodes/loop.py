@@ -16,18 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from morello.codegen.c import Buffer, Interleave, Lin, View
+import morello.nodes.copy_ahead as ahead
+from morello.codegen.c import Lin
 from morello.cost import lines_and_runs
-from morello.nodes.base import Copy, NodeBase
+from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from morello.codegen.c import Emitter
+    from morello.codegen.c import Emitter, View
     from morello.context import SynthesisContext
     from morello.impl import Impl
+    from morello.nodes.base import Copy
 
 
 @attrs.frozen
@@ -142,10 +144,8 @@ class LoopAction(NodeBase):
             for t in range(self.trips):
                 em.node(body, at(t * self.step))
         else:
-            copy = self._copy_ahead(em, body, views, uses)
-            if copy is not None:
-                self._emit_copying_ahead(em, copy, at)
-            else:
+            copy = ahead.copy_ahead(em, body, views, uses)
+            if copy is None or not em.attempt(lambda: self._emit_copying_ahead(em, copy, at)):
                 var = em.names.fresh("i")
                 em.for_loop(
                     var, 0, self.trips, lambda: em.node(body, at(Lin.var(var).scale(self.step)))
@@ -172,67 +172,22 @@ class LoopAction(NodeBase):
 
         return self.trips, emit_piece
 
-    def _copy_ahead(
-        self, em: Emitter, body: Impl, views: list[View], uses: Sequence[tuple[int, int]]
-    ) -> Copy | None:
-        """The body's copy of an input that moves with the index, if it splits into pieces."""
-        copy = body.action.copy_in(body)
-        if copy is None or copy.operand not in {i for i, _ in uses} or body.threads() > 1:
-            return None
-        probe = _whole(
-            Buffer("probe", copy.dest.dtype, copy.dest.shape, copy.dest.layout, "memory")
-        )
-        src = views[copy.operand]
-        if copy.prologue.action.pieces(em, copy.prologue, [src, probe]) is None:
-            return None
-        return copy
-
     def _emit_copying_ahead(
         self, em: Emitter, copy: Copy, at: Callable[[Lin | int], list[View]]
-    ) -> None:
-        """The loop with two buffers, each trip copying the next trip's tile into the other."""
-        dest = copy.dest
-        first, second = em.declare(dest), em.declare(dest)
-        em.node(copy.prologue, [at(0)[copy.operand], _whole(first)])
+    ) -> bool:
+        """The loop with two buffers, each trip copying the next trip's tile into the other
+        (``morello.nodes.copy_ahead``); whether the body's loop took the copy's pieces."""
+        buffers = ahead.panels(em, copy, at(0)[copy.operand])
         var = em.names.fresh("i")
-        now, ahead = em.names.fresh("panel"), em.names.fresh("ahead")
-        count, gap = em.names.fresh("next"), em.names.fresh("gap")
-        c_type = dest.dtype.c_type
+        placed = []
 
-        def trip() -> None:
-            em.emit(f"{c_type} *restrict {now} = {var} & 1 ? {second.name} : {first.name};")
-            em.emit(f"{c_type} *restrict {ahead} = {var} & 1 ? {first.name} : {second.name};")
-            source = at(Lin.var(var).scale(self.step) + self.step)[copy.operand]
-            target = _whole(Buffer(ahead, dest.dtype, dest.shape, dest.layout, "memory"))
-            split = copy.prologue.action.pieces(em, copy.prologue, [source, target])
-            assert split is not None  # checked by _copy_ahead
-            rows, emit_piece = split
-            em.emit(f"int {count} = {var} + 1 < {self.trips} ? 0 : {rows};")
-            em.emit(f"int {gap} = 1;")
-            gap_line = len(em.lines) - 1
-            outer, em.interleave = (
-                em.interleave,
-                Interleave(rows, emit_piece, count, gap, len(em.loop_trips)),
-            )
-            work = em.interleave
-            body_views = at(Lin.var(var).scale(self.step))
-            body_views[copy.operand] = _whole(
-                Buffer(now, dest.dtype, dest.shape, dest.layout, "memory")
-            )
-            em.node(copy.body, body_views)
-            em.interleave = None
-            if work.every is None:  # no loop in the body: the copy follows it
-                del em.lines[gap_line]
-            em.emit(f"for (; {count} < {rows}; {count}++) {{")
-            em.depth += 1
-            emit_piece(em, Lin.var(count))
-            em.depth -= 1
-            em.emit("}")
-            em.interleave = outer
+        def one_trip() -> None:
+            now, next_buffer = ahead.select(em, copy, var, buffers)
+            offset = Lin.var(var).scale(self.step)
+            source = at(offset + self.step)[copy.operand]
+            last = f"{var} + 1 < {self.trips} ? 0 : "
+            todo = (next_buffer, source, copy.prologue, lambda rows: f"{last}{rows}")
+            placed.append(ahead.trip(em, copy, at(offset), now, todo))
 
-        em.for_loop(var, 0, self.trips, trip)
-
-
-def _whole(buffer: Buffer) -> View:
-    """A view of all of ``buffer``."""
-    return View(buffer, tuple(Lin() for _ in buffer.shape))
+        em.for_loop(var, 0, self.trips, one_trip)
+        return any(placed)

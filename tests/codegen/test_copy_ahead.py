@@ -3,9 +3,11 @@
 ``LoopAction.emit`` gives a loop whose body is a copy of an input the index runs along into a
 new buffer (a panel packed into L1) two buffers: the first trip's copy before the loop, and
 each trip copies the next trip's tile piece by piece inside the innermost loop of its body
-(``Emitter.for_loop`` and ``Interleave``). Checked here: where the pieces go and how often,
-the C of forced trees against NumPy (pieces in a k loop, a loop with a tail, a body with no
-loop of its own), and that the Impl and its cost do not change (it is the same program).
+(``Emitter.for_loop`` and ``Interleave``); a ``split_init`` loop does the same from its
+first step. Checked here: where the pieces go and how often, pieces too far apart declined,
+a failed attempt taken back, no copying ahead when two tiles do not fit the level, and the C
+of forced trees against NumPy (pieces in a k loop, a loop with a tail, split_init loops of
+two steps, more steps, and a tail).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from morello.codegen.names import Names
 from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
-from morello.nodes import LoopAction, MoveAction
+from morello.nodes import InitLoopAction, LoopAction, MoveAction
 from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
 from morello.spec import Spec
@@ -44,6 +46,20 @@ def _solved(action: object, spec: Spec, children: tuple[Impl, ...], ctx: Synthes
     return Impl(spec, action, children, cost, peaks)  # type: ignore[arg-type]
 
 
+def _packed(body: Spec, ctx: SynthesisContext, memo: dict[Spec, object], operand: int = 1) -> Impl:
+    """``body`` as a copy of ``operand`` into a new buffer in a cache, the rest by the DP."""
+    move = next(
+        a
+        for a in spec_actions(body, ctx)
+        if isinstance(a, MoveAction)
+        and a.operand == operand
+        and a.new_buffer
+        and not a.dest.level.counts_registers
+    )
+    kids = tuple(synthesize(c, ctx, memo)[0] for c in move.children)
+    return _solved(move, body, kids, ctx)
+
+
 def _packing_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
     """``spec`` as a loop over n in steps of ``step`` whose body packs b (operand 1) into a new
     buffer in the first cache level; everything below by the DP."""
@@ -53,20 +69,20 @@ def _packing_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
         if isinstance(a, LoopAction) and (a.var, a.step) == ("n", step)
     ]
     memo: dict[Spec, object] = {}
+    children = [_packed(loop.body, ctx, memo)]
+    if loop.tail is not None:
+        children.append(synthesize(loop.tail, ctx, memo)[0])
+    return _solved(loop, spec, tuple(children), ctx)
 
-    def packed(body: Spec) -> Impl:
-        move = next(
-            a
-            for a in spec_actions(body, ctx)
-            if isinstance(a, MoveAction)
-            and a.operand == 1
-            and a.new_buffer
-            and not a.dest.level.counts_registers
-        )
-        kids = tuple(synthesize(c, ctx, memo)[0] for c in move.children)
-        return _solved(move, body, kids, ctx)
 
-    children = [packed(loop.body)]
+def _packing_init_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
+    """``spec`` as a split_init loop over k in steps of ``step`` whose first step and body
+    both copy their columns of a (strided rows) into a buffer; the rest by the DP."""
+    (loop,) = [
+        a for a in spec_actions(spec, ctx) if isinstance(a, InitLoopAction) and a.step == step
+    ]
+    memo: dict[Spec, object] = {}
+    children = [_packed(loop.first, ctx, memo, 0), _packed(loop.body, ctx, memo, 0)]
     if loop.tail is not None:
         children.append(synthesize(loop.tail, ctx, memo)[0])
     return _solved(loop, spec, tuple(children), ctx)
@@ -114,6 +130,29 @@ def test_more_pieces_than_iterations_take_one_each(ctx: SynthesisContext) -> Non
     assert work.every == 1 and "gap = 1;" in "\n".join(em.lines)
 
 
+def test_pieces_too_far_apart_are_declined(ctx: SynthesisContext) -> None:
+    em = Emitter(ctx, Names())
+    work = Interleave(2, lambda em, i: em.emit("copy();"), "next", "gap", 0)
+    em.interleave = work
+    em.for_loop("k", 0, 2 * (Interleave.SPARSEST + 1), lambda: em.emit("work();"))
+    assert work.every == 0 and not work.placed
+    assert "copy();" not in "\n".join(em.lines)
+
+
+def test_an_attempt_that_fails_takes_its_lines_and_names_back(ctx: SynthesisContext) -> None:
+    em = Emitter(ctx, Names())
+    em.emit("kept();")
+    outer = em.interleave = Interleave(4, lambda em, i: em.emit("copy();"), "next", "gap", 0)
+
+    def write() -> bool:
+        em.for_loop(em.names.fresh("i"), 0, 4, lambda: em.emit("dropped();"))
+        return False
+
+    assert not em.attempt(write)
+    assert em.lines == ["    kept();"] and outer.every is None and em.interleave is outer
+    assert em.names.fresh("i") == "i0"
+
+
 def test_an_interleave_stays_pending_without_a_loop(ctx: SynthesisContext) -> None:
     em = Emitter(ctx, Names())
     work = Interleave(4, lambda em, i: em.emit("copy();"), "next", "gap", 0)
@@ -133,6 +172,23 @@ def test_two_panels_each_trip_copying_the_next(ctx: SynthesisContext, n: int, tr
     assert text.index("ahead0[") < text.index("for (; next0 < 64; next0++) {")
 
 
+def test_no_copy_ahead_when_two_tiles_do_not_fit_the_level(ctx: SynthesisContext) -> None:
+    # a panel of 3/4 of the first cache: one fits, two do not
+    cache = next(lv for lv in ctx.target.levels if lv.packs)
+    rows = cache.capacity * 3 // 4 // (16 * 4)
+    prog = _program(_matmul(4, rows, 32), ctx)
+    text = _c(prog, _packing_loop(prog.spec, ctx, 16), ctx)
+    assert "ahead0" not in text and "next0" not in text
+
+
+def test_a_split_init_loop_copies_ahead_from_its_first_step(ctx: SynthesisContext) -> None:
+    prog = _program(_matmul(4, 256, 8), ctx)
+    text = _c(prog, _packing_init_loop(prog.spec, ctx, 64), ctx)
+    # the first step copies the second step's tile into the second buffer from its first row
+    assert "int next0 = 0;" in text
+    assert re.search(r"int next1 = i[0-9]+ \+ 1 < 4 \? 0 : 4;", text)
+
+
 CASES = {
     # pieces inside the body's k loop
     "k-loop": (_matmul(4, 64, 32), 8),
@@ -143,6 +199,29 @@ CASES = {
     # three trips of a wide tile
     "wide": (_matmul(6, 32, 48), 16),
 }
+
+
+INIT_CASES = {
+    # a loop over the later steps
+    "init-loop": (_matmul(4, 256, 8), 64),
+    # two steps: the second written out, copied by the first
+    "init-two-steps": (_matmul(3, 128, 16), 64),
+    # a tail of 8 steps of k after the loop
+    "init-tail": (_matmul(2, 200, 8), 64),
+}
+
+
+@pytest.mark.runs_code
+@pytest.mark.parametrize("case", sorted(INIT_CASES))
+def test_c_of_a_split_init_loop_copying_ahead_matches_numpy(
+    ctx: SynthesisContext, case: str, tmp_path: Path
+) -> None:
+    text, step = INIT_CASES[case]
+    prog = _program(text, ctx)
+    impl = _packing_init_loop(prog.spec, ctx, step)
+    source = _c(prog, impl, ctx)
+    assert "int next0 = 0;" in source
+    check(compile_shared(source, ctx.target, tmp_path), prog, ctx)
 
 
 @pytest.mark.runs_code
