@@ -5,7 +5,10 @@ first element. Each node kind writes its own C through the ``Emitter`` (``morell
 loops shift the origin of the operands whose dims their index runs along (and unroll over
 register-resident operands, which cannot be indexed); moves into addressed levels declare
 buffers (register variables for register levels, arrays otherwise) with prologue/epilogue
-copies; kernels render their templates. Knows no node kind, kernel or target by name.
+copies; kernels render their templates. Serial loops are written through
+``Emitter.for_loop``, whose innermost loop can take work an outer node spreads over its
+iterations (``Interleave``: a loop copying its next trip's panel ahead). Knows no node kind,
+kernel or target by name.
 """
 
 from __future__ import annotations
