@@ -156,21 +156,34 @@ class LoopAction(NodeBase):
     def pieces(
         self, em: Emitter, impl: Impl, views: list[View]
     ) -> tuple[int, Callable[[Emitter, Lin], None]] | None:
-        """The trips of a ``for`` loop without a tail, one piece each."""
+        """The trips of a ``for`` loop, one piece each, and the tail as the last piece."""
         uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
-        if self.tail is not None or self.trips < 2:
-            return None
-        if any(views[i].buffer.kind == "registers" for i, _ in uses):
+        if self.trips < 2 or any(views[i].buffer.kind == "registers" for i, _ in uses):
             return None
         body = impl.children[0]
+        tail = impl.children[1] if self.tail is not None else None
 
-        def emit_piece(em: Emitter, index: Lin) -> None:
+        def at(offset: Lin | int) -> list[View]:
             shifted = list(views)
             for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, index.scale(self.step))
-            em.node(body, shifted)
+                shifted[i] = shifted[i].shifted(d, offset)
+            return shifted
 
-        return self.trips, emit_piece
+        def emit_piece(em: Emitter, index: Lin) -> None:
+            if tail is None:
+                em.node(body, at(index.scale(self.step)))
+                return
+            em.emit(f"if ({index.render()} < {self.trips}) {{")
+            em.depth += 1
+            em.node(body, at(index.scale(self.step)))
+            em.depth -= 1
+            em.emit("} else {")
+            em.depth += 1
+            em.node(tail, at(self.trips * self.step))
+            em.depth -= 1
+            em.emit("}")
+
+        return self.trips + (tail is not None), emit_piece
 
     def _emit_copying_ahead(
         self, em: Emitter, copy: Copy, at: Callable[[Lin | int], list[View]]
