@@ -135,6 +135,17 @@ class View:
         return View(self.buffer, tuple(origin))
 
 
+def shift_views(
+    views: Sequence[View], uses: Iterable[tuple[int, int]], offset: Lin | int
+) -> list[View]:
+    """``views`` with each ``(operand, dim)`` of ``uses`` moved ``offset`` along ``dim``: the
+    views of one trip of a loop over an index that runs along those dims."""
+    shifted = list(views)
+    for i, d in uses:
+        shifted[i] = shifted[i].shifted(d, offset)
+    return shifted
+
+
 def element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
     """(lvalue, address) of the view's first element (or ``local`` offset within it)."""
     buf = view.buffer

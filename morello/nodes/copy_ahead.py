@@ -107,6 +107,32 @@ def trip(
     return work.placed
 
 
+def later_trips(
+    em: Emitter,
+    copy: Copy,
+    at: Callable[[Lin | int], list[View]],
+    step: int,
+    start: int,
+    trips: int,
+    buffers: tuple[str, str],
+) -> bool:
+    """Trips ``start`` to ``trips - 1`` as a ``for`` loop, each over its buffer and copying
+    the next trip's tile into the other (the last copies nothing); ``at(offset)`` gives the
+    views of the trip at ``offset``. Whether a trip's body took the pieces."""
+    var = em.names.fresh("i")
+    placed = []
+
+    def one_trip() -> None:
+        now, next_buffer = select(em, copy, var, buffers)
+        offset = Lin.var(var).scale(step)
+        last = f"{var} + 1 < {trips} ? 0 : "
+        todo = (next_buffer, at(offset + step)[copy.operand], copy.prologue, lambda r: f"{last}{r}")
+        placed.append(trip(em, copy, at(offset), now, todo))
+
+    em.for_loop(var, start, trips, one_trip)
+    return any(placed)
+
+
 def whole(copy: Copy, name: str) -> View:
     """A view of all of a buffer named ``name`` holding ``copy``'s tile."""
     dest = copy.dest

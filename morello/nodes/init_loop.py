@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 import morello.nodes.copy_ahead as ahead
-from morello.codegen.c import Lin
+from morello.codegen.c import Lin, shift_views
 from morello.nodes.base import NodeBase
 from morello.nodes.loop import LoopAction
 
@@ -82,10 +82,7 @@ class InitLoopAction(NodeBase):
         tail = impl.children[2] if self.tail is not None else None
 
         def at(offset: Lin | int) -> list[View]:
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, offset)
-            return shifted
+            return shift_views(views, uses, offset)
 
         unroll = any(views[i].buffer.kind == "registers" for i, _ in uses)
         copies = None if unroll else self._copies(em, first, body, views, uses)
@@ -123,18 +120,9 @@ class InitLoopAction(NodeBase):
         op = first.operand
         buffers = ahead.panels(em, first, at(0)[op])
         todo = (buffers[1], at(self.step)[op], body.prologue, lambda rows: "0")
-        placed = [ahead.trip(em, first, at(0), buffers[0], todo)]
+        placed = ahead.trip(em, first, at(0), buffers[0], todo)
         if self.trips == 2:
             ahead.trip(em, body, at(self.step), buffers[1], None)
-            return placed[0]
-        var = em.names.fresh("i")
-
-        def one_trip() -> None:
-            now, next_buffer = ahead.select(em, body, var, buffers)
-            offset = Lin.var(var).scale(self.step)
-            last = f"{var} + 1 < {self.trips} ? 0 : "
-            todo = (next_buffer, at(offset + self.step)[op], body.prologue, lambda r: f"{last}{r}")
-            placed.append(ahead.trip(em, body, at(offset), now, todo))
-
-        em.for_loop(var, 1, self.trips, one_trip)
-        return any(placed)
+            return placed
+        later = ahead.later_trips(em, body, at, self.step, 1, self.trips, buffers)
+        return placed or later

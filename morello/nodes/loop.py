@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 import morello.nodes.copy_ahead as ahead
-from morello.codegen.c import Lin
+from morello.codegen.c import Lin, shift_views
 from morello.cost import lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
@@ -133,10 +133,7 @@ class LoopAction(NodeBase):
         body, tail = impl.children[0], impl.children[1] if self.tail is not None else None
 
         def at(offset: Lin | int) -> list[View]:
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, offset)
-            return shifted
+            return shift_views(views, uses, offset)
 
         if self.trips == 1:
             em.node(body, views)
@@ -164,10 +161,7 @@ class LoopAction(NodeBase):
         tail = impl.children[1] if self.tail is not None else None
 
         def at(offset: Lin | int) -> list[View]:
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, offset)
-            return shifted
+            return shift_views(views, uses, offset)
 
         def emit_piece(em: Emitter, index: Lin) -> None:
             if tail is None:
@@ -191,16 +185,4 @@ class LoopAction(NodeBase):
         """The loop with two buffers, each trip copying the next trip's tile into the other
         (``morello.nodes.copy_ahead``); whether the body's loop took the copy's pieces."""
         buffers = ahead.panels(em, copy, at(0)[copy.operand])
-        var = em.names.fresh("i")
-        placed = []
-
-        def one_trip() -> None:
-            now, next_buffer = ahead.select(em, copy, var, buffers)
-            offset = Lin.var(var).scale(self.step)
-            source = at(offset + self.step)[copy.operand]
-            last = f"{var} + 1 < {self.trips} ? 0 : "
-            todo = (next_buffer, source, copy.prologue, lambda rows: f"{last}{rows}")
-            placed.append(ahead.trip(em, copy, at(offset), now, todo))
-
-        em.for_loop(var, 0, self.trips, one_trip)
-        return any(placed)
+        return ahead.later_trips(em, copy, at, self.step, 0, self.trips, buffers)

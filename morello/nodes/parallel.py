@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from morello.codegen.c import Lin
+from morello.codegen.c import Lin, shift_views
 from morello.nodes.base import NodeBase, max_peaks
 from morello.nodes.loop import LoopAction
 from morello.spec import Spec, snap_up
@@ -111,14 +111,8 @@ class ParallelLoopAction(NodeBase):
         em.emit(f"#pragma omp parallel for num_threads({self.workers}) schedule(static)")
         em.emit(f"for (int {var} = 0; {var} < {self.trips}; {var}++) {{")
         em.depth += 1
-        shifted = list(views)
-        for i, d in uses:
-            shifted[i] = shifted[i].shifted(d, Lin.var(var).scale(self.step))
-        em.node(impl.children[0], shifted)
+        em.node(impl.children[0], shift_views(views, uses, Lin.var(var).scale(self.step)))
         em.depth -= 1
         em.emit("}")
         if self.tail is not None:
-            shifted = list(views)
-            for i, d in uses:
-                shifted[i] = shifted[i].shifted(d, self.trips * self.step)
-            em.node(impl.children[1], shifted)
+            em.node(impl.children[1], shift_views(views, uses, self.trips * self.step))
