@@ -326,19 +326,26 @@ class SqliteStore:
 
     @contextlib.contextmanager
     def _transaction(self, failure: str) -> Iterator[None]:
-        """One ``BEGIN IMMEDIATE`` transaction; a database error becomes ``failure (why)``."""
+        """One ``BEGIN IMMEDIATE`` transaction; a database error becomes ``failure (why)``.
+
+        Any other exception (a bug, or an interrupt) rolls the transaction back too and
+        propagates as it is: left open, the transaction would make the next one fail with
+        SQLite's "cannot start a transaction within a transaction", hiding the first error.
+        """
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             yield
             self.conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
+        except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             # Ids handed out in the rolled-back transaction do not exist: forget them all.
             self._ids.clear()
             self._values = {0: None}
             self._ns_id = None
-            raise MemoTableError(f"{failure} ({exc}); {_hint(self.path)}") from None
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise MemoTableError(f"{failure} ({exc}); {_hint(self.path)}") from None
+            raise
 
     def _damaged(self, exc: Exception) -> MemoTableError:
         return MemoTableError(f"memo table {self.path} is damaged ({exc}); {_hint(self.path)}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import pickle
 import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -198,6 +199,12 @@ class MemoTable:
             self._unsaved[spec] = None
         else:
             decision = decision_of(solution.action)
+            if any(map(operator.gt, solution.peaks, spec.limits)):
+                # A node kind's peaks rule is wrong: the box would run backwards.
+                raise AssertionError(
+                    f"{solution.action.describe()} needs {solution.peaks}, more than the "
+                    f"limits {spec.limits} of {spec.describe()} it was chosen under"
+                )
             peaks = tuple(limit_coord(p) for p in solution.peaks)
             table.insert((*point[:nsize], *peaks), point, decision)
             self._unsaved[spec] = (decision, solution.cost, solution.peaks)

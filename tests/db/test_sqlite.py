@@ -181,3 +181,38 @@ def test_sqlite_two_processes_creating_one_file_both_open_it(tmp_path: Path) -> 
         ]
         outs = [p.communicate(timeout=120)[0].strip() for p in procs]
         assert outs == ["ok", "ok"], (i, outs)
+
+
+def test_sqlite_a_failed_save_leaves_no_transaction_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that fails with an error of its own (not the database's) rolls back and
+    propagates that error; the next save works, where an open transaction would have made
+    it fail with SQLite's "cannot start a transaction within a transaction"."""
+    import morello.db.sqlite as store_module
+    from morello.context import make_context
+    from morello.lang.spec_file import build_program, parse_spec_file
+    from morello.search.solve import synthesize
+
+    ctx = make_context("zen1")
+    (func,) = parse_spec_file("t.lark", SPEC.format(n=2)).funcs
+    prog = build_program(func, ctx)
+    db = tmp_path / "memo.sqlite3"
+    table = store_module.open_table(db, ctx)
+
+    def broken(*_args: object) -> bytes:
+        raise RuntimeError("encoding failed")
+
+    real = store_module.encode_boxes
+    monkeypatch.setattr(store_module, "encode_boxes", broken)
+    with pytest.raises(RuntimeError, match="encoding failed"):
+        synthesize(prog.spec, ctx, table)
+        table.flush(whole=True)
+    assert not table.store.conn.in_transaction
+    monkeypatch.setattr(store_module, "encode_boxes", real)
+    table.close()  # saves what the failed save did not
+    assert _integrity(db) == "ok"
+    warm = store_module.open_table(db, ctx)
+    _, stats = synthesize(prog.spec, ctx, warm)
+    assert stats.specs_visited == 0
+    warm.close()

@@ -125,3 +125,30 @@ def test_each_node_kind_prices_itself(backward_ctx: SynthesisContext) -> None:
     forward = LoopAction("tile_out", backward.var, 8, 2, backward.body, None)
     assert backward.cost(program.spec, [100], ctx) == 100
     assert forward.cost(program.spec, [100], ctx) == 200
+
+
+@attrs.frozen
+class GreedyBackwardLoop(BackwardLoop):
+    """A backward loop whose peaks rule claims more memory than the Spec it runs under has."""
+
+    def peaks(
+        self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
+    ) -> tuple[int, ...]:
+        return tuple(2 * limit for limit in spec.limits)
+
+
+@attrs.frozen
+class GreedyBackwardRows(BackwardRows):
+    def actions(self, spec: Spec, ctx: SynthesisContext) -> Iterator[BackwardLoop]:
+        for loop in super().actions(spec, ctx):
+            yield GreedyBackwardLoop(loop.var, loop.step, loop.trips, loop.body)
+
+
+def test_a_node_kind_claiming_more_than_its_limits_is_named(ctx: SynthesisContext) -> None:
+    """A node kind whose peaks exceed the limits it was chosen under would make the memo
+    table store a box that runs backwards; it is reported, naming the node, when stored."""
+    ruleset = attrs.evolve(ctx.ruleset, rules=(GreedyBackwardRows(), *ctx.ruleset.rules))
+    greedy = attrs.evolve(ctx, ruleset=ruleset)
+    program = build_program(parse_spec_file("<f>", SPEC).funcs[0], greedy)
+    with pytest.raises(AssertionError, match=r"backward: for m in 2 x 8, last first needs"):
+        synthesize(program.spec, greedy, MemoTable(greedy))
