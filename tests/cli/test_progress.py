@@ -6,6 +6,7 @@ import fcntl
 import os
 import pty
 import struct
+import subprocess
 import sys
 import termios
 from pathlib import Path
@@ -16,26 +17,27 @@ pytestmark = pytest.mark.target("zen1")
 
 
 def _run_on_a_terminal(argv: list[str]) -> tuple[int, str]:
-    """Run ``argv`` with a 100-column terminal as stdout and stderr; its exit code and output."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child
-        try:
-            os.execv(argv[0], argv)
-        finally:
-            os._exit(127)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    """Run ``argv`` with a 100-column terminal as stdout and stderr; its exit code and output.
+
+    The child is started by ``subprocess`` (no ``os.fork`` in this process, which a library
+    another test imported here, such as JAX, warns against: its threads do not survive one).
+    """
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
     out = b""
     while True:
         try:
-            chunk = os.read(fd, 1 << 16)
+            chunk = os.read(master, 1 << 16)
         except OSError:  # the terminal closes when the child exits
             break
         if not chunk:
             break
         out += chunk
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+    code = proc.wait()
+    os.close(master)
+    return code, out.decode(errors="replace")
 
 
 def test_a_long_synthesis_on_a_terminal_shows_specs_solved(tmp_path: Path) -> None:
