@@ -302,7 +302,9 @@ bf16 inputs also run the f32 routines on the same values (peers named LIB_f32). 
 runs in a child process whose environment holds the target's settings for it (threads,
 instruction sets), since a library reads them when it loads. Every peer is checked against
 NumPy before it is timed, and reports which routine ran and what the library says of
-itself (OpenBLAS's kernel family, MKL's instruction set and threads).
+itself (OpenBLAS's kernel family, MKL's instruction set and threads). The generated code
+and every peer routine are timed in the same rounds, one batch of each in turn (--repeats
+rounds), so that the machine's changes of speed during the run fall on all of them alike.
 
 The limits: the FMA peak (independent FMAs in the target's vector width) and the one-core
 read bandwidth (a buffer twice the largest cache, and one of the Spec's own size). Our
@@ -423,7 +425,12 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="spec file (.lark) to benchmark")
     p.add_argument("--target", "-t", help="target to synthesize for (see --list-targets)")
     p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
-    p.add_argument("--repeats", type=int, default=7, help="timed batches per side (default 7)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=7,
+        help="timed rounds, one batch of each side per round (default 7)",
+    )
     p.add_argument(
         "--min-batch",
         type=float,

@@ -12,8 +12,9 @@ compiler flags), since such settings are read when the library loads:
 
 The child builds the function, runs it once on the same input values as the generated code
 and checks its output against the NumPy reference with the same tolerance (a mismatch is
-``CheckFailed``, not a figure), then times it with the batching of ``timing.measure`` from
-Python (the call overhead a user of the library pays is part of its time). It reports the
+``CheckFailed``, not a figure), then times batches of calls from Python on request (the call
+overhead a user of the library pays is part of its time), which ``bench`` interleaves with
+the generated function's and the other peers' (``peers.PeerChild``). It reports the
 library's version, the settings it ran under, the array functions the op called, and the CPU
 time per wall time while timing (about 1 for one thread).
 
@@ -25,11 +26,12 @@ Knows no target; the libraries it runs are the ``ARRAY_PEER_LIBRARIES`` of ``tar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,16 @@ import numpy as np
 from morello.codegen.array_code import array_function
 from morello.codegen.compile import scratch_folder
 from morello.codegen.harness import aligned_empty, compare
-from morello.codegen.peers import PeerMissing, PeerTiming, numpy_blas_detail, run_child
-from morello.codegen.timing import Timing, measure
+from morello.codegen.peers import (
+    PeerChild,
+    PeerMissing,
+    PeerTiming,
+    ReadyPeer,
+    numpy_blas_detail,
+    reply_line,
+    serve,
+    time_ready,
+)
 from morello.context import SynthesisContext
 from morello.errors import CheckFailed
 from morello.lang.spec_file import Program
@@ -63,40 +73,59 @@ def time_array_peers(
     min_batch_s: float,
     workdir: Path | None = None,
 ) -> list[PeerTiming | PeerMissing]:
-    """Time every array peer the target names on ``program``'s Spec; see the module docstring.
+    """Time every array peer the target names on ``program``'s Spec, interleaved; see
+    ``open_array_peers`` and the module docstring.
+
+    Raises:
+        CheckFailed: a peer's output is wrong.
+    """
+    with open_array_peers(program, ctx, inputs, want, allowed, workdir) as ready:
+        return time_ready(ready, repeats, min_batch_s)
+
+
+@contextlib.contextmanager
+def open_array_peers(
+    program: Program,
+    ctx: SynthesisContext,
+    inputs: Mapping[str, np.ndarray],
+    want: np.ndarray,
+    allowed: np.ndarray,
+    workdir: Path | None = None,
+) -> Iterator[list[ReadyPeer | PeerMissing]]:
+    """Every array peer the target names on ``program``'s Spec, checked and ready to time
+    (its child process runs until the context ends); see the module docstring.
 
     ``inputs`` are the logical input arrays by parameter name; ``want`` and ``allowed`` the
     reference output and its per-element tolerance, against which each peer is checked
-    before it is timed.
+    before it may be timed.
 
     Raises:
         CheckFailed: a peer's output is wrong.
     """
     peers = [p for p in ctx.target.peers if p.library in ARRAY_PEER_LIBRARIES]
     if not peers:
-        return []
+        yield []
+        return
     spec = program.spec
     ins = spec.operands[:-1]
     in_dt = (ins[0] if ins else spec.output).dtype.name
     compute = _compute_dtype(program, ctx)
     if compute is None:
         why = f"array peers compute in f32 or f64, not {in_dt} into {spec.output.dtype.name}"
-        return [PeerMissing(p.library, why) for p in peers]
-    with scratch_folder("morello-peers-", workdir) as folder:
+        yield [PeerMissing(p.library, why) for p in peers]
+        return
+    with scratch_folder("morello-peers-", workdir) as folder, contextlib.ExitStack() as stack:
         op = ctx.ruleset.ops[spec.op]
-        base = {
-            **_write_operands(program, ctx, inputs, want, allowed, compute, folder),
-            "repeats": repeats,
-            "min_batch_s": min_batch_s,
-        }
+        base = _write_operands(program, ctx, inputs, want, allowed, compute, folder)
         copied = any(t.layout != row_major(len(t.shape)).canonical(t.shape) for t in ins)
-        results: list[PeerTiming | PeerMissing] = []
+        results: list[ReadyPeer | PeerMissing] = []
         for peer in peers:
             name = peer.library if compute == in_dt else f"{peer.library}_{compute}"
             req_path = folder / f"{peer.library}-request.json"
             request = {**base, "library": peer.library, "env": dict(peer.env)}
             req_path.write_text(json.dumps(request), encoding="utf-8")
-            reply = run_child(peer, req_path, __name__)
+            child = stack.enter_context(PeerChild(peer, req_path, __name__))
+            reply = child.reply
             if "unavailable" in reply:
                 results.append(PeerMissing(name, reply["unavailable"]))
                 continue
@@ -104,18 +133,18 @@ def time_array_peers(
                 raise CheckFailed(f"peer {name}: {reply['check_failed']}")
             routine = _routine(peer.library, op)
             results.append(
-                PeerTiming(
+                ReadyPeer(
                     name=name,
                     library=peer.library,
                     dtype=compute,
-                    routine=routine,
-                    timing=Timing(reply["median"], reply["low"], reply["high"]),
-                    tried={routine: reply["median"]},
+                    routines=(routine,),
+                    batches=(child.batch(reply["ready"]),),
                     detail=reply["detail"],
                     copied=copied,
+                    child=child,
                 )
             )
-        return results
+        yield results
 
 
 def _write_operands(
@@ -242,7 +271,8 @@ def _child_main(argv: Sequence[str]) -> int:
     req = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     module = _LOADERS[req["library"]](req["dtype"])
     if isinstance(module, str):
-        print(json.dumps({"unavailable": module}))
+        reply_line({"unavailable": module})
+        serve({})
         return 0
     op = pickle.loads(Path(req["op"]).read_bytes())
     dtype = np.dtype(req["dtype"])
@@ -254,14 +284,13 @@ def _child_main(argv: Sequence[str]) -> int:
     got = np.asarray(module.wait(fn(*args)))
     cmp = compare(got, np.load(req["want"]), np.load(req["allowed"]))
     if not cmp.ok:
-        print(
-            json.dumps(
-                {
-                    "check_failed": f"max abs error {cmp.max_abs_error:.3g} (allowed up to "
-                    f"{cmp.max_allowed:.3g}), first mismatch at {list(cmp.first_bad or ())}"
-                }
-            )
+        reply_line(
+            {
+                "check_failed": f"max abs error {cmp.max_abs_error:.3g} (allowed up to "
+                f"{cmp.max_allowed:.3g}), first mismatch at {list(cmp.first_bad or ())}"
+            }
         )
+        serve({})
         return 0
     clock = {"cpu": 0.0, "wall": 0.0}
 
@@ -274,9 +303,11 @@ def _child_main(argv: Sequence[str]) -> int:
         clock["wall"] += wall
         return wall / iters
 
-    t = measure(batch, req["repeats"], req["min_batch_s"])
-    detail["cpu_per_wall"] = f"{clock['cpu'] / max(clock['wall'], 1e-9):.2f}"
-    print(json.dumps({"median": t.median, "low": t.low, "high": t.high, "detail": detail}))
+    def cpu_per_wall() -> dict[str, str]:
+        return {"cpu_per_wall": f"{clock['cpu'] / max(clock['wall'], 1e-9):.2f}"}
+
+    reply_line({"ready": "fn", "detail": detail})
+    serve({"fn": batch}, cpu_per_wall)
     return 0
 
 

@@ -8,7 +8,8 @@ any op or graph, running it as array code on the same input values (``array_peer
 NumPy's sequence of the ops, JAX's ``jax.jit`` of the whole). The machine's FMA peak and
 read bandwidth are measured in the same run (``limits.py``), and the generated code's speed
 is reported as a fraction of the one that bounds the Spec. Everything is checked against the
-NumPy reference before it is timed.
+NumPy reference before it is timed, and the generated function and its peers are timed in
+the same rounds, one batch of each in turn (``timing.measure_interleaved``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from morello.codegen import runner
-from morello.codegen.array_peers import time_array_peers
+from morello.codegen.array_peers import open_array_peers
 from morello.codegen.compile import compile_shared, scratch_folder
 from morello.codegen.harness import (
     aligned_empty,
@@ -31,8 +32,8 @@ from morello.codegen.harness import (
 )
 from morello.codegen.header import lower_to_c
 from morello.codegen.limits import LimitsBench, MachineLimits
-from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
-from morello.codegen.timing import PRELUDE, Timing, measure, timed_loop
+from morello.codegen.peers import PeerMissing, PeerTiming, ReadyPeer, open_peers, timed_peers
+from morello.codegen.timing import PRELUDE, Timing, measure_interleaved, timed_loop
 from morello.context import SynthesisContext
 from morello.errors import MorelloError
 from morello.impl import Impl
@@ -52,21 +53,6 @@ def timing_harness(program: Program, ctx: SynthesisContext) -> str:
         decl.append(f"{const}{ts.dtype.c_type} *restrict {name}")
     call = f"{program.name}({', '.join(name for name, _ in params)});"
     return timed_loop(f"{program.name}_time", decl, [call])
-
-
-def time_kernel(
-    lib_path: Path,
-    program: Program,
-    ctx: SynthesisContext,
-    repeats: int = 7,
-    min_batch_s: float = 0.05,
-) -> Timing:
-    """Time the compiled kernel (which must include ``timing_harness``) per call."""
-    lib = ctypes.CDLL(str(lib_path))
-    bufs, ptrs = timing_buffers(program, ctx)
-    timing = measure(timed_batch(lib, program.name, ptrs), repeats, min_batch_s)
-    del bufs  # alive until the timing is done
-    return timing
 
 
 def timing_buffers(program: Program, ctx: SynthesisContext) -> tuple[list[Any], list[Any]]:
@@ -171,17 +157,7 @@ def _bench_rows(
     rows = []
     for program, impl, seconds in solved:
         check(lib, program, ctx)
-        mine = time_kernel(lib, program, ctx, repeats, min_batch_s)
-        inputs = random_inputs(program, ctx)
-        want, allowed = reference(program, inputs, ctx), tolerance(program, inputs, ctx)
-        peers = [
-            *time_peers(
-                program, ctx, inputs, want, allowed, repeats, min_batch_s, workdir / program.name
-            ),
-            *time_array_peers(
-                program, ctx, inputs, want, allowed, repeats, min_batch_s, workdir / program.name
-            ),
-        ]
+        mine, peers = _time_with_peers(lib, program, ctx, repeats, min_batch_s, workdir)
         row = _row(program, ctx, mine, peers, limits, limits_bench)
         row.update(
             spec=f"{label}:{program.name}",
@@ -193,6 +169,38 @@ def _bench_rows(
         )
         rows.append(row)
     return rows
+
+
+def _time_with_peers(
+    lib: Path,
+    program: Program,
+    ctx: SynthesisContext,
+    repeats: int,
+    min_batch_s: float,
+    workdir: Path,
+) -> tuple[Timing, list[PeerTiming | PeerMissing]]:
+    """Our function's timing and its peers', their batches interleaved.
+
+    Every peer is started (a child process per library, which checks its routines against
+    the reference first), then each round times one batch of ours and one of every peer's
+    routine in turn (``timing.measure_interleaved``): a change in the machine's speed during
+    the run falls on all of them alike, so it moves the ratios much less than when each was
+    timed in a stretch of its own.
+    """
+    inputs = random_inputs(program, ctx)
+    want, allowed = reference(program, inputs, ctx), tolerance(program, inputs, ctx)
+    folder = workdir / program.name
+    bufs, ptrs = timing_buffers(program, ctx)
+    ours = timed_batch(ctypes.CDLL(str(lib)), program.name, ptrs)
+    with (
+        open_peers(program, ctx, inputs, want, allowed, folder / "blas") as blas,
+        open_array_peers(program, ctx, inputs, want, allowed, folder / "arrays") as arrays,
+    ):
+        ready = [*blas, *arrays]
+        batches = [b for p in ready if isinstance(p, ReadyPeer) for b in p.batches]
+        timings = measure_interleaved([ours, *batches], repeats, min_batch_s)
+    del bufs  # alive until the timing is done
+    return timings[0], timed_peers(ready, timings[1:])
 
 
 def _row(

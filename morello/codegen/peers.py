@@ -5,11 +5,14 @@ peer (``Target.peers``) runs in a child process whose environment holds the targ
 settings for it (threads, instruction sets), since most such settings are read when the
 library loads. The child finds the library (``openblas``: the copy NumPy ships; ``mkl``:
 Intel MKL's single dynamic library, installed by the ``mkl`` wheel), calls each routine
-once and checks its output against the NumPy reference, then times it with the same C loop,
-batching and 64-byte-aligned buffers as the generated function (``timing.py``). Each peer
-keeps the faster of its routines (gemm, or gemv where an output extent is 1) and says which
-one ran and what the library reports of itself (OpenBLAS's kernel family and threads,
-MKL's instruction set and threads from its verbose log).
+once and checks its output against the NumPy reference, replies, and then times batches of
+it on request, with the same C loop, batching and 64-byte-aligned buffers as the generated
+function (``timing.py``; ``PeerChild`` is the protocol): ``bench`` takes one batch of the
+generated function and one of every peer routine in each round, so that the machine's
+changes of speed during the run fall on all of them alike. Each peer keeps the faster of
+its routines (gemm, or gemv where an output extent is 1) and says which one ran and what
+the library reports of itself (OpenBLAS's kernel family and threads, MKL's instruction set
+and threads from its verbose log).
 
 Inputs are the bytes the generated code reads where the layout is a strided matrix, and a
 row-major copy of the same values otherwise (packed layouts). A dtype with a BLAS routine of
@@ -22,6 +25,7 @@ Knows no target; the libraries it can load are the ``BLAS_PEER_LIBRARIES`` of ``
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import glob
@@ -30,9 +34,9 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
 import numpy as np
@@ -49,7 +53,7 @@ from morello.codegen.blas import (
 )
 from morello.codegen.compile import compile_shared, scratch_folder
 from morello.codegen.harness import aligned_empty, buffer_offsets, compare, to_buffer
-from morello.codegen.timing import PRELUDE, Timing, measure, timed_loop
+from morello.codegen.timing import PRELUDE, Timing, measure_interleaved, timed_loop
 from morello.context import SynthesisContext
 from morello.dtypes import dtype
 from morello.errors import CheckFailed
@@ -96,6 +100,68 @@ class PeerMissing:
 
     name: str
     reason: str
+
+
+@attrs.frozen(eq=False)
+class ReadyPeer:
+    """A peer whose routines ran and passed their check, ready to be timed.
+
+    ``batches`` holds, per routine of ``routines``, ``batch(iters)``: seconds per call over
+    ``iters`` calls, run in the peer's child process, so that the caller can time them
+    interleaved with its own code (``timing.measure_interleaved``). ``timed`` makes the
+    PeerTiming from their timings once the child is closed.
+    """
+
+    name: str
+    library: str
+    dtype: str
+    routines: tuple[str, ...]
+    batches: tuple[Callable[[int], float], ...]
+    detail: Mapping[str, str]
+    copied: bool
+    child: PeerChild
+
+    def timed(self, timings: Sequence[Timing]) -> PeerTiming:
+        """The PeerTiming of the faster routine, given each routine's timing in order."""
+        best = min(range(len(timings)), key=lambda i: timings[i].median)
+        return PeerTiming(
+            name=self.name,
+            library=self.library,
+            dtype=self.dtype,
+            routine=self.routines[best],
+            timing=timings[best],
+            tried={r: t.median for r, t in zip(self.routines, timings, strict=True)},
+            detail={**self.detail, **self.child.final},
+            copied=self.copied,
+        )
+
+
+def time_ready(
+    ready: Sequence[ReadyPeer | PeerMissing], repeats: int, min_batch_s: float
+) -> list[PeerTiming | PeerMissing]:
+    """Time the ready peers of ``ready``, their batches interleaved, and close their
+    children; the missing ones are passed through."""
+    peers = [p for p in ready if isinstance(p, ReadyPeer)]
+    timings = measure_interleaved([b for p in peers for b in p.batches], repeats, min_batch_s)
+    for child in {id(p.child): p.child for p in peers}.values():
+        child.close()
+    return timed_peers(ready, timings)
+
+
+def timed_peers(
+    ready: Sequence[ReadyPeer | PeerMissing], timings: Sequence[Timing]
+) -> list[PeerTiming | PeerMissing]:
+    """``ready`` with each ReadyPeer replaced by its PeerTiming, given the timings of their
+    batches in order (after their children are closed)."""
+    out: list[PeerTiming | PeerMissing] = []
+    at = 0
+    for p in ready:
+        if isinstance(p, ReadyPeer):
+            out.append(p.timed(timings[at : at + len(p.batches)]))
+            at += len(p.batches)
+        else:
+            out.append(p)
+    return out
 
 
 # ---- the C harness ------------------------------------------------------------------------
@@ -158,11 +224,31 @@ def time_peers(
     min_batch_s: float,
     workdir: Path | None = None,
 ) -> list[PeerTiming | PeerMissing]:
-    """Time every BLAS peer the target names on ``program``'s Spec; see the module docstring.
+    """Time every BLAS peer the target names on ``program``'s Spec, their routines
+    interleaved; see ``open_peers`` and the module docstring.
+
+    Raises:
+        CheckFailed: a peer's output is wrong (a bug in the call, not in the library).
+    """
+    with open_peers(program, ctx, inputs, want, allowed, workdir) as ready:
+        return time_ready(ready, repeats, min_batch_s)
+
+
+@contextlib.contextmanager
+def open_peers(
+    program: Program,
+    ctx: SynthesisContext,
+    inputs: Mapping[str, np.ndarray],
+    want: np.ndarray,
+    allowed: np.ndarray,
+    workdir: Path | None = None,
+) -> Iterator[list[ReadyPeer | PeerMissing]]:
+    """Every BLAS peer the target names on ``program``'s Spec, checked and ready to time
+    (its child process runs until the context ends); see the module docstring.
 
     ``inputs`` are the logical input arrays by parameter name; ``want`` and ``allowed`` the
     reference output and its per-element tolerance, against which each routine is checked
-    before it is timed. Returns nothing for a Spec no BLAS routine computes.
+    before it may be timed. Yields nothing for a Spec no BLAS routine computes.
 
     Raises:
         CheckFailed: a peer's output is wrong (a bug in the call, not in the library).
@@ -171,8 +257,9 @@ def time_peers(
     opdef = ctx.ruleset.ops[spec.op]
     calls = blas_calls(opdef, spec) if isinstance(opdef, OpDef) else []  # a graph: none
     if not calls:
-        return []
-    with scratch_folder("morello-peers-", workdir) as folder:
+        yield []
+        return
+    with scratch_folder("morello-peers-", workdir) as folder, contextlib.ExitStack() as stack:
         harness = compile_shared(harness_source(), ctx.target, folder, name="peers")
         logical = [inputs[n] for n in program.operand_params[:-1]]
         np.save(folder / "want.npy", want)
@@ -182,13 +269,11 @@ def time_peers(
         # installed: say so without asking one.
         out_dt = spec.output.dtype.name
         asked = [j for j in jobs if j["calls"]]
-        results: list[PeerTiming | PeerMissing] = []
+        results: list[ReadyPeer | PeerMissing] = []
         for peer in ctx.target.peers:
             if peer.library not in BLAS_PEER_LIBRARIES:
                 continue  # an array peer (array_peers.py)
-            replies = iter(
-                _ask_blas(peer, harness, asked, folder, repeats, min_batch_s) if asked else []
-            )
+            replies = iter(_ask_blas(peer, harness, asked, folder, stack) if asked else [])
             results.extend(
                 next(replies)
                 if j["calls"]
@@ -197,7 +282,7 @@ def time_peers(
                 )
                 for j in jobs
             )
-        return results
+        yield results
 
 
 def _ask_blas(
@@ -205,47 +290,48 @@ def _ask_blas(
     harness: Path,
     jobs: Sequence[dict[str, Any]],
     folder: Path,
-    repeats: int,
-    min_batch_s: float,
-) -> list[PeerTiming | PeerMissing]:
-    """Times each job's routines in one library (a child process that loads it)."""
+    stack: contextlib.ExitStack,
+) -> list[ReadyPeer | PeerMissing]:
+    """Each job's routines in one library (a child process that loads it, closed with
+    ``stack``), checked and ready to time."""
     request = {
         "library": peer.library,
         "harness": str(harness),
         "jobs": jobs,
         "want": str(folder / "want.npy"),
         "allowed": str(folder / "allowed.npy"),
-        "repeats": repeats,
-        "min_batch_s": min_batch_s,
         "verbose_log": str(folder / f"{peer.library}-verbose.log"),
         "skip": dict(peer.skip),
     }
     req_path = folder / f"{peer.library}-request.json"
     req_path.write_text(json.dumps(request), encoding="utf-8")
-    reply = run_child(peer, req_path, __name__)
+    child = stack.enter_context(PeerChild(peer, req_path, __name__))
+    reply = child.reply
     if "unavailable" in reply:
         return [PeerMissing(_peer_name(peer, j), reply["unavailable"]) for j in jobs]
-    results: list[PeerTiming | PeerMissing] = []
+    results: list[ReadyPeer | PeerMissing] = []
     for job, out in zip(jobs, reply["jobs"], strict=True):
         name = _peer_name(peer, job)
-        ran = [c for c in out["calls"] if "median" in c]
+        ran = [c for c in out["calls"] if "ready" in c]
         bad = [c for c in out["calls"] if "check_failed" in c]
         if bad:
             raise CheckFailed(f"peer {name}: {bad[0]['symbol']}: {bad[0]['check_failed']}")
         if not ran:
             results.append(PeerMissing(name, "; ".join(c["skipped"] for c in out["calls"])))
             continue
-        best = min(ran, key=lambda c: c["median"])
+        detail = dict(reply["detail"])
+        for c in ran:
+            detail.update(c.get("detail", {}))
         results.append(
-            PeerTiming(
+            ReadyPeer(
                 name=name,
                 library=peer.library,
                 dtype=job["dtype"],
-                routine=best["symbol"],
-                timing=Timing(best["median"], best["low"], best["high"]),
-                tried={c["symbol"]: c["median"] for c in ran},
-                detail={**reply["detail"], **best.get("detail", {})},
+                routines=tuple(c["symbol"] for c in ran),
+                batches=tuple(child.batch(c["ready"]) for c in ran),
+                detail=detail,
                 copied=job["copied"],
+                child=child,
             )
         )
     return results
@@ -327,27 +413,111 @@ def _call_json(call: BlasCall, dt: str) -> dict[str, Any]:
     return {"routine": call.routine, "dtype": dt, "args": args}
 
 
-def run_child(peer: Peer, req_path: Path, module: str) -> dict[str, Any]:
-    """Run ``python -m module req_path`` with the peer's environment; its JSON reply.
+class PeerChild:
+    """A peer's child process, ``python -m module req_path`` in the peer's environment.
 
-    Raises:
-        RuntimeError: the child failed (its stderr is in the message).
+    It loads its library, runs and checks what the request asks, and replies with one JSON
+    line (``reply``); then it times batches on request (``batch``), one JSON line each, so
+    that the parent can interleave them with its own, until ``close`` (or the end of a
+    ``with`` block) tells it to quit, when it may reply with more details (``final``).
+    Its stderr goes to a file next to the request, quoted when it fails.
     """
-    env = {**os.environ, **dict(peer.env)}
-    proc = subprocess.run(
-        [sys.executable, "-m", module, str(req_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"peer {peer.library} failed (exit {proc.returncode}); request {req_path}:\n"
-            + proc.stderr
+
+    def __init__(self, peer: Peer, req_path: Path, module: str) -> None:
+        self.library = peer.library
+        self.req_path = req_path
+        self.final: dict[str, str] = {}
+        self._err_path = req_path.with_suffix(".stderr")
+        self._err: IO[str] = open(self._err_path, "w", encoding="utf-8")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(req_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env={**os.environ, **dict(peer.env)},
         )
-    reply: dict[str, Any] = json.loads(proc.stdout)
-    return reply
+        try:
+            self.reply = self._read()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> PeerChild:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def batch(self, key: str) -> Callable[[int], float]:
+        """``batch(iters)``: seconds per call over ``iters`` calls of what the child named
+        ``key`` in its reply."""
+
+        def run(iters: int) -> float:
+            self._send({"batch": key, "iters": iters})
+            return float(self._read()["seconds"])
+
+        return run
+
+    def close(self) -> None:
+        """Tell the child to quit and wait for it; keep what it says last in ``final``."""
+        if self.proc.poll() is None:
+            try:
+                self._send({"quit": True})
+                self.final = dict(self._read().get("detail", {}))
+            except (OSError, RuntimeError, ValueError):
+                self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._err.close()
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def _read(self) -> dict[str, Any]:
+        """The child's next JSON line.
+
+        Raises:
+            RuntimeError: the child ended instead (its stderr is in the message).
+        """
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            self._err.flush()
+            stderr = self._err_path.read_text(encoding="utf-8", errors="replace")
+            raise RuntimeError(
+                f"peer {self.library} failed (exit {code}); request {self.req_path}:\n" + stderr
+            )
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+
+def serve(
+    batches: Mapping[str, Callable[[int], float]],
+    final: Callable[[], Mapping[str, str]] = dict,
+) -> None:
+    """The child's side of ``PeerChild``, after its first reply: run ``batches[key](iters)``
+    for each request and reply with the seconds per call; at ``quit``, reply with
+    ``final()`` and return."""
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("quit"):
+            reply_line({"detail": dict(final())})
+            return
+        reply_line({"seconds": batches[message["batch"]](int(message["iters"]))})
+
+
+def reply_line(message: Mapping[str, Any]) -> None:
+    """One JSON line to the parent."""
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
 
 
 # ---- the child: load a library, check and time its routines -------------------------------
@@ -451,22 +621,33 @@ def _child_main(argv: Sequence[str]) -> int:
     req = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     loaded = _LOADERS[req["library"]]()
     if isinstance(loaded, str):
-        print(json.dumps({"unavailable": loaded}))
+        reply_line({"unavailable": loaded})
+        serve({})
         return 0
     harness = ctypes.CDLL(req["harness"])
     want = np.load(req["want"])
     allowed = np.load(req["allowed"])
     replies = []
-    for job in req["jobs"]:
+    batches: dict[str, Callable[[int], float]] = {}
+    keep: list[Any] = []  # buffers the batches point into
+    for j, job in enumerate(req["jobs"]):
         bufs = [_aligned(np.load(p)) for p in job["inputs"]]
         offsets = np.load(job["offsets"])
         out_dt = dtype(job["out_dtype"])
         out = aligned_empty(job["out_count"], out_dt.np_dtype())
+        keep.append((bufs, out))
         calls = []
-        for call in job["calls"]:
-            calls.append(_child_call(loaded, req, harness, call, bufs, out, offsets, want, allowed))
+        for c, call in enumerate(job["calls"]):
+            reply, batch = _child_call(
+                loaded, req, harness, call, bufs, out, offsets, want, allowed
+            )
+            if batch is not None:
+                reply["ready"] = f"{j}:{c}"
+                batches[reply["ready"]] = batch
+            calls.append(reply)
         replies.append({"calls": calls})
-    print(json.dumps({"detail": {"path": loaded.path, **loaded.detail}, "jobs": replies}))
+    reply_line({"detail": {"path": loaded.path, **loaded.detail}, "jobs": replies})
+    serve(batches)
     return 0
 
 
@@ -480,16 +661,17 @@ def _child_call(
     offsets: np.ndarray,
     want: np.ndarray,
     allowed: np.ndarray,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Callable[[int], float] | None]:
+    """Run and check one routine: the reply about it, and its batch if it passed."""
     _, names = _ROUTINES[(call["routine"], call["dtype"])]
     base = names if isinstance(names, str) else names[req["library"]]
     symbol = f"{lib.prefix}{base}{lib.suffix}"
     reason = req["skip"].get(f"{call['routine']}_{call['dtype']}")
     if reason is not None:
-        return {"symbol": symbol, "skipped": f"{symbol}: {reason}"}
+        return {"symbol": symbol, "skipped": f"{symbol}: {reason}"}, None
     fn = getattr(lib.handle, symbol, None)
     if fn is None:
-        return {"symbol": symbol, "skipped": f"{os.path.basename(lib.path)} has no {symbol}"}
+        return {"symbol": symbol, "skipped": f"{os.path.basename(lib.path)} has no {symbol}"}, None
     timer = getattr(harness, f"time_{call['routine']}_{call['dtype']}_i{lib.int_bits}")
     timer.restype = ctypes.c_double
     addr = ctypes.cast(fn, ctypes.c_void_p)
@@ -520,14 +702,12 @@ def _child_call(
             f"max abs error {cmp.max_abs_error:.3g} (allowed up to {cmp.max_allowed:.3g}), "
             f"first mismatch at {list(cmp.first_bad or ())}"
         )
-        return reply
+        return reply, None
 
     def batch(iters: int) -> float:
         return float(timer(*args, ctypes.c_long(iters))) / iters
 
-    t = measure(batch, req["repeats"], req["min_batch_s"])
-    reply.update(median=t.median, low=t.low, high=t.high)
-    return reply
+    return reply, batch
 
 
 def _aligned(arr: np.ndarray) -> np.ndarray:

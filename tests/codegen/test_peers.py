@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -32,6 +33,7 @@ from morello.codegen.blas import GemmCall, GemvCall, blas_calls, matmul_structur
 from morello.codegen.harness import random_inputs, reference, tolerance
 from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
 from morello.codegen.runner import host_features
+from morello.codegen.timing import Timing
 from morello.context import SynthesisContext, make_context
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.target import ARRAY_PEER_LIBRARIES, BLAS_PEER_LIBRARIES, Peer
@@ -350,3 +352,72 @@ def test_integer_product_has_no_blas_routine(ctx: SynthesisContext, tmp_path: Pa
     for peer in found:
         assert isinstance(peer, PeerMissing)
         assert peer.reason == "BLAS has no s32 product into s32"
+
+
+@pytest.mark.runs_code
+def test_bench_times_ours_and_every_peer_routine_in_the_same_rounds(
+    ctx: SynthesisContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench starts every peer (checked), then times one batch of ours and one of each
+    peer routine per round, so a change in the machine's speed falls on all alike."""
+    from morello.codegen import bench
+    from morello.codegen.compile import compile_shared
+    from morello.codegen.header import lower_to_c
+    from morello.codegen.timing import PRELUDE
+    from morello.search.solve import synthesize
+
+    program = _program(
+        ctx, "func f(a: f32[1, 64], b: f32[64, 32]) -> c: f32[1, 32] {\n    c = matmul(a, b)\n}\n"
+    )
+    impl, _ = synthesize(program.spec, ctx, {})
+    source = lower_to_c("u", [(program, impl)], ctx).c_text
+    harness = bench.timing_harness(program, ctx)
+    lib = compile_shared(PRELUDE + source + "\n" + harness, ctx.target, tmp_path)
+    calls: list[int] = []  # which batch ran, in order
+    real = bench.measure_interleaved
+
+    def recording(
+        batches: Sequence[Callable[[int], float]], repeats: int, min_batch_s: float
+    ) -> list[Timing]:
+        def spy(i: int, batch: Callable[[int], float]) -> Callable[[int], float]:
+            def run(iters: int) -> float:
+                calls.append(i)
+                return batch(iters)
+
+            return run
+
+        return real([spy(i, b) for i, b in enumerate(batches)], repeats, min_batch_s)
+
+    monkeypatch.setattr(bench, "measure_interleaved", recording)
+    mine, peers = bench._time_with_peers(lib, program, ctx, 3, 1e-3, tmp_path)
+    timed = [p for p in peers if isinstance(p, PeerTiming)]
+    assert any(p.library == "openblas" for p in timed)
+    routines = sum(len(p.tried) for p in timed)  # openblas tries gemm and gemv here
+    assert routines > len(timed)
+    # After each batch's sizing, three rounds of ours then every routine, in that order.
+    rounds = calls[-3 * (1 + routines) :]
+    assert rounds == list(range(1 + routines)) * 3
+    assert 0 < mine.low <= mine.median <= mine.high
+    for peer in timed:
+        assert 0 < peer.timing.low <= peer.timing.median <= peer.timing.high
+
+
+def test_a_peer_child_that_dies_is_reported_with_its_stderr(tmp_path: Path) -> None:
+    """A child that replies, then dies while timing: the error quotes its exit and stderr."""
+    from morello.codegen.peers import PeerChild
+
+    (tmp_path / "dying_peer.py").write_text(
+        "import sys\n"
+        'print(\'{"ready": "x"}\', flush=True)\n'
+        "sys.stdin.readline()\n"
+        "sys.stderr.write('the library crashed\\n')\n"
+        "sys.exit(3)\n",
+        encoding="utf-8",
+    )
+    request = tmp_path / "req.json"
+    request.write_text("{}", encoding="utf-8")
+    peer = Peer("openblas", {"PYTHONPATH": str(tmp_path)})
+    with PeerChild(peer, request, "dying_peer") as child:
+        assert child.reply == {"ready": "x"}
+        with pytest.raises(RuntimeError, match=r"(?s)peer openblas failed \(exit 3\).*crashed"):
+            child.batch("x")(1)
