@@ -305,6 +305,9 @@ NumPy before it is timed, and reports which routine ran and what the library say
 itself (OpenBLAS's kernel family, MKL's instruction set and threads). The generated code
 and every peer routine are timed in the same rounds, one batch of each in turn (--repeats
 rounds), so that the machine's changes of speed during the run fall on all of them alike.
+Ours runs on 4 placements of its buffers within a page, the same in every run, and its time
+is the median placement's: where arrays land can decide whether loads wait on stores to
+addresses 4 KiB apart (4K aliasing), which halves the speed of some programs.
 
 The limits: the FMA peak (independent FMAs in the target's vector width) and the one-core
 read bandwidth (a buffer twice the largest cache, and one of the Spec's own size). Our

@@ -9,12 +9,16 @@ NumPy's sequence of the ops, JAX's ``jax.jit`` of the whole). The machine's FMA 
 read bandwidth are measured in the same run (``limits.py``), and the generated code's speed
 is reported as a fraction of the one that bounds the Spec. Everything is checked against the
 NumPy reference before it is timed, and the generated function and its peers are timed in
-the same rounds, one batch of each in turn (``timing.measure_interleaved``).
+the same rounds, one batch of each in turn (``timing.measure_interleaved``). The generated
+function is timed on several placements of its buffers within a page (``placement``) and
+reported by the median one: where a caller's arrays land decides 4K aliasing, which can
+halve the speed of a program that stores to one buffer while it streams another.
 """
 
 from __future__ import annotations
 
 import ctypes
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,13 +59,36 @@ def timing_harness(program: Program, ctx: SynthesisContext) -> str:
     return timed_loop(f"{program.name}_time", decl, [call])
 
 
-def timing_buffers(program: Program, ctx: SynthesisContext) -> tuple[list[Any], list[Any]]:
-    """Random inputs and a zeroed output in the program's layouts (64-byte aligned), and
-    pointers to them in parameter order; keep the buffers alive while the pointers are used."""
+#: Buffer placements bench times the generated function on (``placement``), unless the
+#: buffers of that many would exceed ``PLACEMENT_BYTES``.
+PLACEMENTS = 4
+PLACEMENT_BYTES = 256 << 20
+
+
+def placement(index: int, operand: int) -> int:
+    """Where in a 4 KiB page operand ``operand``'s buffer starts in placement ``index``.
+
+    Generated code can run at very different speeds depending on where its buffers lie
+    relative to each other within a page: a store to one and a load from another whose
+    addresses agree in their low 12 bits wait on each other (4K aliasing; BENCHMARKS.md has
+    a product that ran twice as slow so). Where a caller's arrays land is chance, so bench
+    times the function on several placements, each operand's offset drawn from a fixed
+    sequence (multiples of 64 bytes), the same in every run.
+    """
+    return ((index * 31 + operand * 17 + 3) * 2654435761 >> 11) % 64 * 64
+
+
+def timing_buffers(
+    program: Program, ctx: SynthesisContext, where: int | None = None
+) -> tuple[list[Any], list[Any]]:
+    """Random inputs and a zeroed output in the program's layouts (64-byte aligned; placed
+    as ``placement(where, operand)`` says, if given), and pointers to them in parameter
+    order; keep the buffers alive while the pointers are used."""
     inputs = random_inputs(program, ctx)
-    bufs = [to_buffer(inputs[n], ts) for n, ts in program.params]
+    offset = (lambda i: None) if where is None else (lambda i: placement(where, i))
+    bufs = [to_buffer(inputs[n], ts, offset(i)) for i, (n, ts) in enumerate(program.params)]
     _, rts = program.result
-    out = aligned_empty(rts.volume, rts.dtype.np_dtype())
+    out = aligned_empty(rts.volume, rts.dtype.np_dtype(), offset(len(bufs)))
     out[:] = 0
     bufs.append(out)
     return bufs, [b.ctypes.data_as(ctypes.c_void_p) for b in bufs]
@@ -157,8 +184,8 @@ def _bench_rows(
     rows = []
     for program, impl, seconds in solved:
         check(lib, program, ctx)
-        mine, peers = _time_with_peers(lib, program, ctx, repeats, min_batch_s, workdir)
-        row = _row(program, ctx, mine, peers, limits, limits_bench)
+        placed, peers = _time_with_peers(lib, program, ctx, repeats, min_batch_s, workdir)
+        row = _row(program, ctx, placed, peers, limits, limits_bench)
         row.update(
             spec=f"{label}:{program.name}",
             synthesis_seconds=seconds,
@@ -178,8 +205,9 @@ def _time_with_peers(
     repeats: int,
     min_batch_s: float,
     workdir: Path,
-) -> tuple[Timing, list[PeerTiming | PeerMissing]]:
-    """Our function's timing and its peers', their batches interleaved.
+) -> tuple[list[Timing], list[PeerTiming | PeerMissing]]:
+    """Our function's timing on each buffer placement (``placement``) and its peers', all
+    their batches interleaved.
 
     Every peer is started (a child process per library, which checks its routines against
     the reference first), then each round times one batch of ours and one of every peer's
@@ -190,23 +218,25 @@ def _time_with_peers(
     inputs = random_inputs(program, ctx)
     want, allowed = reference(program, inputs, ctx), tolerance(program, inputs, ctx)
     folder = workdir / program.name
-    bufs, ptrs = timing_buffers(program, ctx)
-    ours = timed_batch(ctypes.CDLL(str(lib)), program.name, ptrs)
+    handle = ctypes.CDLL(str(lib))
+    count = max(1, min(PLACEMENTS, PLACEMENT_BYTES // max(1, bytes_per_call(program))))
+    sets = [timing_buffers(program, ctx, where) for where in range(count)]
+    ours = [timed_batch(handle, program.name, ptrs) for _, ptrs in sets]
     with (
         open_peers(program, ctx, inputs, want, allowed, folder / "blas") as blas,
         open_array_peers(program, ctx, inputs, want, allowed, folder / "arrays") as arrays,
     ):
         ready = [*blas, *arrays]
         batches = [b for p in ready if isinstance(p, ReadyPeer) for b in p.batches]
-        timings = measure_interleaved([ours, *batches], repeats, min_batch_s)
-    del bufs  # alive until the timing is done
-    return timings[0], timed_peers(ready, timings[1:])
+        timings = measure_interleaved([*ours, *batches], repeats, min_batch_s)
+    del sets  # alive until the timing is done
+    return timings[:count], timed_peers(ready, timings[count:])
 
 
 def _row(
     program: Program,
     ctx: SynthesisContext,
-    mine: Timing,
+    placed: Sequence[Timing],
     peers: Sequence[PeerTiming | PeerMissing],
     limits: MachineLimits,
     limits_bench: LimitsBench,
@@ -216,6 +246,11 @@ def _row(
     assert isinstance(sizes, dict)
     flops = opdef.flops(sizes)
     nbytes = bytes_per_call(program)
+    # Ours: the median placement's median, and the spread over every batch of every one.
+    medians = sorted(t.median for t in placed)
+    mine = Timing(
+        statistics.median(medians), min(t.low for t in placed), max(t.high for t in placed)
+    )
     timed = [p for p in peers if isinstance(p, PeerTiming)]
     best = min(timed, key=lambda p: p.timing.median, default=None)
     footprint_gbps = limits_bench.bandwidth_gbps(nbytes, repeats=3)
@@ -231,6 +266,7 @@ def _row(
         "seconds_high": mine.high,
         "gflops": flops / mine.median / 1e9,
         "gbps": nbytes / mine.median / 1e9,
+        "placements": [t.median for t in placed],
         "peers": {
             p.name: {
                 "library": p.library,

@@ -34,20 +34,32 @@ def buffer_offsets(ts: TensorSpec) -> np.ndarray:
 #: Alignment of the buffers handed to generated code: a cache line, so timings do not depend
 #: on where NumPy happened to place an array (it only promises 16 bytes).
 BUFFER_ALIGN = 64
+#: The page size whose offsets ``aligned_empty`` may choose: addresses 4 KiB apart share a
+#: cache set and, on x86, look alike to the store-to-load forwarding check ("4K aliasing").
+PAGE_BYTES = 4096
 
 
-def aligned_empty(count: int, dtype: np.dtype[np.generic]) -> np.ndarray:
-    """An uninitialized 1-D array of ``count`` elements starting on a BUFFER_ALIGN boundary."""
+def aligned_empty(
+    count: int, dtype: np.dtype[np.generic], page_offset: int | None = None
+) -> np.ndarray:
+    """An uninitialized 1-D array of ``count`` elements starting on a BUFFER_ALIGN boundary,
+    or ``page_offset`` bytes (a multiple of BUFFER_ALIGN) past the start of a 4 KiB page."""
     nbytes = max(count, 1) * dtype.itemsize
-    raw = np.empty(nbytes + BUFFER_ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % BUFFER_ALIGN
+    if page_offset is None:
+        raw = np.empty(nbytes + BUFFER_ALIGN, dtype=np.uint8)
+        start = -raw.ctypes.data % BUFFER_ALIGN
+    else:
+        assert page_offset % BUFFER_ALIGN == 0 and 0 <= page_offset < PAGE_BYTES
+        raw = np.empty(nbytes + 2 * PAGE_BYTES, dtype=np.uint8)
+        start = -raw.ctypes.data % PAGE_BYTES + page_offset
     return raw[start : start + nbytes].view(dtype)[:count]
 
 
-def to_buffer(arr: np.ndarray, ts: TensorSpec) -> np.ndarray:
-    """The flat, aligned buffer holding logical array ``arr`` in ``ts``'s layout."""
+def to_buffer(arr: np.ndarray, ts: TensorSpec, page_offset: int | None = None) -> np.ndarray:
+    """The flat, aligned buffer holding logical array ``arr`` in ``ts``'s layout (at
+    ``page_offset`` in a page, if given: see ``aligned_empty``)."""
     dt = ts.dtype
-    buf = aligned_empty(ts.volume, dt.np_dtype())
+    buf = aligned_empty(ts.volume, dt.np_dtype(), page_offset)
     buf[:] = 0
     buf[buffer_offsets(ts).ravel()] = dt.encode(arr).ravel()
     return buf

@@ -389,17 +389,18 @@ def test_bench_times_ours_and_every_peer_routine_in_the_same_rounds(
         return real([spy(i, b) for i, b in enumerate(batches)], repeats, min_batch_s)
 
     monkeypatch.setattr(bench, "measure_interleaved", recording)
-    mine, peers = bench._time_with_peers(lib, program, ctx, 3, 1e-3, tmp_path)
+    placed, peers = bench._time_with_peers(lib, program, ctx, 3, 1e-3, tmp_path)
+    assert len(placed) == bench.PLACEMENTS  # ours on each buffer placement
     timed = [p for p in peers if isinstance(p, PeerTiming)]
     assert any(p.library == "openblas" for p in timed)
     routines = sum(len(p.tried) for p in timed)  # openblas tries gemm and gemv here
     assert routines > len(timed)
-    # After each batch's sizing, three rounds of ours then every routine, in that order.
-    rounds = calls[-3 * (1 + routines) :]
-    assert rounds == list(range(1 + routines)) * 3
-    assert 0 < mine.low <= mine.median <= mine.high
-    for peer in timed:
-        assert 0 < peer.timing.low <= peer.timing.median <= peer.timing.high
+    # After each batch's sizing, three rounds of ours on every placement, then every
+    # routine, in that order.
+    each = len(placed) + routines
+    assert calls[-3 * each :] == list(range(each)) * 3
+    for t in [*placed, *(p.timing for p in timed)]:
+        assert 0 < t.low <= t.median <= t.high
 
 
 def test_a_peer_child_that_dies_is_reported_with_its_stderr(tmp_path: Path) -> None:
@@ -421,3 +422,23 @@ def test_a_peer_child_that_dies_is_reported_with_its_stderr(tmp_path: Path) -> N
         assert child.reply == {"ready": "x"}
         with pytest.raises(RuntimeError, match=r"(?s)peer openblas failed \(exit 3\).*crashed"):
             child.batch("x")(1)
+
+
+def test_bench_places_buffers_at_fixed_offsets_within_a_page(ctx: SynthesisContext) -> None:
+    """Generated code's speed can depend on where its buffers lie within a page (4K
+    aliasing), so bench times it on several placements, the same in every run."""
+    from morello.codegen import bench
+
+    program = _program(
+        ctx, "func f(a: f32[8, 64], b: f32[64, 32]) -> c: f32[8, 32] {\n    c = matmul(a, b)\n}\n"
+    )
+    seen = set()
+    for where in range(bench.PLACEMENTS):
+        offsets = [bench.placement(where, i) for i in range(3)]
+        assert all(o % 64 == 0 and 0 <= o < 4096 for o in offsets)
+        assert offsets == [bench.placement(where, i) for i in range(3)]  # deterministic
+        seen.add(tuple(offsets))
+        bufs, ptrs = bench.timing_buffers(program, ctx, where)
+        assert [b.ctypes.data % 4096 for b in bufs] == offsets
+        assert [p.value for p in ptrs] == [b.ctypes.data for b in bufs]
+    assert len(seen) == bench.PLACEMENTS
