@@ -1,0 +1,194 @@
+"""Two C programs of one spec timed against each other in one process.
+
+Wraps ``benchmarks/ab_programs.c``: the function of SPEC (f32, two or three inputs) as
+written in OLD.c and in NEW.c (C that ``python -m morello`` or ``benchmarks/forced.py``
+wrote, or a hand edit of it) is renamed in a copy of each, both are compiled with the
+target's compiler and flags, and the harness checks the outputs against each other, then
+alternates calls on the same buffers in 7 rounds. Prints the largest difference between the
+outputs, the last round's median times and the median and range over the rounds of old time
+over new (above 1: NEW is faster):
+
+    python -m morello --target zen1 examples/dense_relu.lark -o chosen.c
+    python benchmarks/forced.py --target zen1 examples/dense_relu.lark -o forced.c \\
+        "tile_out: for v1 in 32 x 16"
+    python benchmarks/ab.py examples/dense_relu.lark chosen.c forced.c
+
+``--runs N`` runs the harness N times (the machine is shared: compare the runs).
+``--define-new NAME`` compiles NEW with the macro NAME set to 1, so one file with switches
+(``benchmarks/dense_relu_copies.c``) can be timed against itself without them:
+
+    python benchmarks/ab.py examples/dense_relu.lark benchmarks/dense_relu_copies.c \
+        benchmarks/dense_relu_copies.c --define-new PREFETCH --runs 3
+
+Exits 2 on a spec or compiler error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from morello.context import make_context
+from morello.errors import MorelloError
+from morello.lang.spec_file import build_program, parse_spec_file
+
+HARNESS = Path(__file__).resolve().parent / "ab_programs.c"
+_RESULT = re.compile(
+    r"largest difference (\S+); last round old (\S+) us, new (\S+) us; "
+    r"new/old speed median (\S+) \(range (\S+)-(\S+)\)"
+)
+
+
+class ABError(Exception):
+    """A spec the harness cannot call, C that does not compile, or a harness that failed."""
+
+
+@attrs.frozen
+class ABResult:
+    """One run of the harness: outputs' largest difference, last round's medians (us), and
+    old time over new time: median and range over the rounds."""
+
+    difference: float
+    old_us: float
+    new_us: float
+    ratio: float
+    low: float
+    high: float
+
+
+@attrs.frozen
+class Harness:
+    """What the harness needs of a spec: its function name, argument sizes, work per call."""
+
+    name: str
+    sizes: tuple[int, ...]
+    flops: int
+
+
+def harness_for(spec_path: Path, target: str) -> Harness:
+    """The function of ``spec_path`` as the harness calls it.
+
+    Raises:
+        ABError: not one function, not all f32, or not two or three inputs.
+    """
+    ctx = make_context(target)
+    funcs = parse_spec_file(str(spec_path), spec_path.read_text(encoding="utf-8")).funcs
+    if len(funcs) != 1:
+        raise ABError(f"{spec_path}: the harness times one function; the file has {len(funcs)}")
+    program = build_program(funcs[0], ctx)
+    operands = program.spec.operands
+    if len(operands) not in (3, 4) or any(t.dtype.name != "f32" for t in operands):
+        raise ABError(f"{spec_path}: the harness calls f32 functions of two or three inputs")
+    opdef = ctx.ruleset.ops[program.spec.op]
+    sizes = opdef.sizes([t.shape for t in operands])
+    assert isinstance(sizes, dict)
+    return Harness(funcs[0].name, tuple(t.volume for t in operands), opdef.flops(sizes))
+
+
+def build(
+    harness: Harness,
+    old_c: Path,
+    new_c: Path,
+    target: str,
+    folder: Path,
+    new_defines: Sequence[str] = (),
+) -> Path:
+    """The harness compiled with OLD and NEW renamed apart, NEW with each of
+    ``new_defines`` defined to 1; the executable's path."""
+    ctx = make_context(target)
+    pattern = re.compile(rf"\bvoid\s+{re.escape(harness.name)}\s*\(")
+    sources = []
+    for label, path in (("old", old_c), ("new", new_c)):
+        text, count = pattern.subn(f"void {label}_{harness.name}(", path.read_text("utf-8"), 1)
+        if count == 0:
+            raise ABError(f"{path}: no definition of void {harness.name}(...)")
+        if label == "new":
+            text = "".join(f"#define {name} 1\n" for name in new_defines) + text
+        sources.append(folder / f"{label}.c")
+        sources[-1].write_text(text, encoding="utf-8")
+    sizes = (*harness.sizes, 1)[:4]
+    defines = [
+        f"-DOLD=old_{harness.name}",
+        f"-DNEW=new_{harness.name}",
+        f'-DNAME="{harness.name}"',
+        f"-DNARGS={len(harness.sizes)}",
+        *(f"-DS{i}={n}" for i, n in enumerate(sizes)),
+        f"-DFLOPS={harness.flops}.0",
+    ]
+    exe = folder / "ab"
+    cmd = [ctx.target.compiler.cc, *ctx.target.compiler.flags, *defines, str(HARNESS)]
+    cmd += [*map(str, sources), "-lm", "-o", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ABError(f"the C compiler failed: {proc.stderr.strip()[:2000]}")
+    return exe
+
+
+def run(exe: Path) -> ABResult:
+    """One run of a built harness."""
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
+    found = _RESULT.search(proc.stdout)
+    if proc.returncode != 0 or found is None:
+        raise ABError(f"the harness failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    return ABResult(*(float(x) for x in found.groups()))
+
+
+def compare(
+    spec_path: Path,
+    old_c: Path,
+    new_c: Path,
+    target: str = "zen1",
+    runs: int = 1,
+    new_defines: Sequence[str] = (),
+) -> list[ABResult]:
+    """``runs`` runs of the harness on OLD and NEW, the programs of ``spec_path``."""
+    for name in new_defines:
+        if not name.isidentifier():
+            raise ABError(f"--define-new {name!r}: not a C macro name")
+    harness = harness_for(spec_path, target)
+    with tempfile.TemporaryDirectory(prefix="morello-ab-") as tmp:
+        exe = build(harness, old_c, new_c, target, Path(tmp), new_defines)
+        return [run(exe) for _ in range(runs)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("spec", type=Path, help="spec file with one function")
+    p.add_argument("old", type=Path, help="C of the function: the baseline")
+    p.add_argument("new", type=Path, help="C of the function: the contender")
+    p.add_argument("--target", "-t", default="zen1")
+    p.add_argument("--runs", type=int, default=1, help="runs of the harness (default 1)")
+    p.add_argument(
+        "--define-new",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="compile NEW with macro NAME defined to 1 (repeatable)",
+    )
+    args = p.parse_args(argv)
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
+    try:
+        results = compare(args.spec, args.old, args.new, args.target, args.runs, args.define_new)
+    except (ABError, MorelloError, OSError) as exc:
+        print(f"ab.py: error: {exc}", file=sys.stderr)
+        return 2
+    for r in results:
+        print(
+            f"largest difference {r.difference:g}; old {r.old_us:.1f} us, new {r.new_us:.1f} us;"
+            f" old time / new time {r.ratio:.3f} ({r.low:.3f}-{r.high:.3f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
