@@ -3,11 +3,10 @@
  * Calls alternate (old, new, old, new, ...) in rounds; each round's ratio is the median old
  * time over the median new time; the median and range of 7 rounds is printed (above 1: the
  * new program is faster). The outputs are compared first (largest difference printed).
- * Inputs are the same buffers for both. Used for the cost-model note "A reduction's first
- * step initializes the output" in BENCHMARKS.md:
+ * Inputs are the same buffers for both. `benchmarks/ab.py SPEC OLD.c NEW.c` builds and runs it
+ * for a spec's function (it renames the two definitions and sets the macros below from the
+ * spec); by hand:
  *
- *   git checkout OLD; python -m morello --target zen1 examples/S.lark > old.c
- *   git checkout NEW; python -m morello --target zen1 examples/S.lark > new.c
  *   sed -i 's/void S(/void old_S(/' old.c; sed -i 's/void S(/void new_S(/' new.c
  *   gcc -O3 -mavx2 -mfma -mtune=znver1 -DOLD=old_S -DNEW=new_S -DNAME='"S"' \
  *       -DNARGS=3 -DS0=<floats of arg 0> -DS1=... -DS2=... -DS3=1 -DFLOPS=<2mkn> \

@@ -6,12 +6,13 @@ text before the first ``|``), for instance ``tile_out: for m in 4 x 256``. The f
 to the function's Spec; each next one to a child of the node the previous one made, its
 first child unless the decision starts with ``N@`` (``1@move: operand 1`` follows child 1,
 a move's body where child 0 is its copy). Children not followed, and everything below the
-last decision, are solved by the search. BENCHMARKS.md's notes on 1024^3 used it with
-``benchmarks/ab_programs.c``:
+last decision, are solved by the search. BENCHMARKS.md's notes on 1024^3 and dense_relu
+used it with ``benchmarks/ab.py``:
 
     python benchmarks/forced.py --target zen1 examples/matmul_1024.lark -o forced.c \\
         "tile_out: for m in 4 x 256" "split_init: for k in 4 x 256"
     python -m morello --target zen1 examples/matmul_1024.lark -o chosen.c
+    python benchmarks/ab.py examples/matmul_1024.lark chosen.c forced.c --runs 3
 
 Prints the forced and the chosen program's predicted costs and their ratio (``--impl``: the
 forced tree too); exits 2, listing what was offered, when a decision matches no action.
