@@ -15,7 +15,9 @@ used it with ``benchmarks/ab.py``:
     python benchmarks/ab.py examples/matmul_1024.lark chosen.c forced.c --runs 3
 
 Prints the forced and the chosen program's predicted costs and their ratio (``--impl``: the
-forced tree too); exits 2, listing what was offered, when a decision matches no action.
+forced tree too); exits 2, listing what was offered, when a decision matches no action, and
+with a one-line error when a Spec the decisions lead to has no implementation under its
+memory limits.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from morello.cli import format_impl
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
+from morello.errors import MorelloError
 from morello.impl import Impl
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.search.expand import spec_actions
@@ -89,16 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, help="write the forced program's C here")
     p.add_argument("--impl", action="store_true", help="print the forced Impl tree")
     args = p.parse_args(argv)
-    ctx = make_context(args.target)
-    (func,) = parse_spec_file(args.spec, Path(args.spec).read_text(encoding="utf-8")).funcs
-    program = build_program(func, ctx)
-    memo: dict[Spec, object] = {}
     try:
+        ctx = make_context(args.target)
+        (func,) = parse_spec_file(args.spec, Path(args.spec).read_text(encoding="utf-8")).funcs
+        program = build_program(func, ctx)
+        memo: dict[Spec, object] = {}
         impl = forced_impl(program.spec, args.decisions, ctx, memo)
+        chosen, _ = synthesize(program.spec, ctx, memo)
     except NoSuchDecision as exc:
         print(f"forced.py: error: {exc}", file=sys.stderr)
         return 2
-    chosen, _ = synthesize(program.spec, ctx, memo)
+    except MorelloError as exc:  # a bad spec, or a forced Spec no implementation fits
+        print(f"forced.py: error: {exc.message}", file=sys.stderr)
+        return 2
     ratio = impl.cost / chosen.cost
     print(f"forced cost {impl.cost}, chosen cost {chosen.cost}, forced / chosen {ratio:.4f}")
     if args.impl:

@@ -59,3 +59,20 @@ def test_a_decision_not_offered_is_an_error_listing_the_offers(
         match=r"(?s)starts with 'tile_out: for q'.*offered:.*tile_out: for m in",
     ):
         forced.forced_impl(program.spec, ["tile_out: for q"], ctx, {})
+
+
+def test_decisions_that_leave_no_implementation_are_a_one_line_error(
+    tmp_path: Path, benchmark_script: Callable[[str], ModuleType], capsys
+) -> None:
+    forced = benchmark_script("forced")
+    spec = tmp_path / "f.lark"
+    spec.write_text(SPEC, encoding="utf-8")
+    # a's 4x32 block takes all 16 vector registers, leaving none for c's accumulators.
+    decisions = [
+        "tile_out: for m in 4 x 4",
+        "move: operand 0 -> f32[4, 32] @L1",
+        "move: operand 0 -> f32[4, 32] @VRF",
+    ]
+    assert forced.main([str(spec), *decisions]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("forced.py: error: no implementation of ") and err.count("\n") == 1
