@@ -65,11 +65,13 @@ class ABResult:
 
 @attrs.frozen
 class Harness:
-    """What the harness needs of a spec: its function name, argument sizes, work per call."""
+    """What the harness needs of a spec: its function name, argument sizes, work per call,
+    and the target's compiler command (compiler and flags)."""
 
     name: str
     sizes: tuple[int, ...]
     flops: int
+    compiler: tuple[str, ...]
 
 
 def harness_for(spec_path: Path, target: str) -> Harness:
@@ -89,20 +91,15 @@ def harness_for(spec_path: Path, target: str) -> Harness:
     opdef = ctx.ruleset.ops[program.spec.op]
     sizes = opdef.sizes([t.shape for t in operands])
     assert isinstance(sizes, dict)
-    return Harness(funcs[0].name, tuple(t.volume for t in operands), opdef.flops(sizes))
+    compiler = (ctx.target.compiler.cc, *ctx.target.compiler.flags)
+    return Harness(funcs[0].name, tuple(t.volume for t in operands), opdef.flops(sizes), compiler)
 
 
 def build(
-    harness: Harness,
-    old_c: Path,
-    new_c: Path,
-    target: str,
-    folder: Path,
-    new_defines: Sequence[str] = (),
+    harness: Harness, old_c: Path, new_c: Path, folder: Path, new_defines: Sequence[str] = ()
 ) -> Path:
     """The harness compiled with OLD and NEW renamed apart, NEW with each of
     ``new_defines`` defined to 1; the executable's path."""
-    ctx = make_context(target)
     pattern = re.compile(rf"\bvoid\s+{re.escape(harness.name)}\s*\(")
     sources = []
     for label, path in (("old", old_c), ("new", new_c)):
@@ -123,7 +120,7 @@ def build(
         f"-DFLOPS={harness.flops}.0",
     ]
     exe = folder / "ab"
-    cmd = [ctx.target.compiler.cc, *ctx.target.compiler.flags, *defines, str(HARNESS)]
+    cmd = [*harness.compiler, *defines, str(HARNESS)]
     cmd += [*map(str, sources), "-lm", "-o", str(exe)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -154,7 +151,7 @@ def compare(
             raise ABError(f"--define-new {name!r}: not a C macro name")
     harness = harness_for(spec_path, target)
     with tempfile.TemporaryDirectory(prefix="morello-ab-") as tmp:
-        exe = build(harness, old_c, new_c, target, Path(tmp), new_defines)
+        exe = build(harness, old_c, new_c, Path(tmp), new_defines)
         return [run(exe) for _ in range(runs)]
 
 
