@@ -134,6 +134,8 @@ def coefficients_json(coeffs: CostCoefficients) -> dict[str, Any]:
         value = getattr(coeffs, field.name)
         if field.name == "stream_hit":
             value = {k: list(v) for k, v in value.items()}
+        elif field.name == "resources":
+            value = {k: dict(v) for k, v in value.items()}
         elif isinstance(value, Mapping):
             value = dict(value)
         out[field.name] = value
@@ -209,6 +211,12 @@ def _parse_coefficients(raw: object) -> CostCoefficients:
             )
             if not ok:
                 raise ValueError(f"{name}.{key} is {entry!r}, not a non-negative integer")
+    resources = raw.get("resources", {})
+    if not isinstance(resources, dict) or not all(
+        isinstance(prices, dict) and all(_is_int(p) for p in prices.values())
+        for prices in resources.values()
+    ):
+        raise ValueError("resources is not an object of objects of non-negative integers")
     for name in _INT_FIELDS:
         if name in raw and not _is_int(raw[name]):
             raise ValueError(f"{name} is {raw[name]!r}, not a non-negative integer")
@@ -274,12 +282,18 @@ def parameters(coeffs: CostCoefficients) -> list[str]:
     level of ``stream_hit`` whose first entry is nonzero (``stream_hit.<level>``: its value
     is the first entry, and changing it scales the whole tuple, keeping the ratios between
     its entries). Zero entries stay out: a level whose ``level_hit`` is 0 is free (registers)
-    by definition, and a name priced 0 is not a cost. ``fork_join`` and ``stream_lines`` are
+    by definition, and a name priced 0 is not a cost; nor does a name that ``resources``
+    prices (its weights do, and they are not fitted). ``fork_join`` and ``stream_lines`` are
     not parameters: calibration times serial programs, and ``stream_lines`` is a threshold.
     """
+    priced = {term for prices in coeffs.resources.values() for term in prices}
     names: list[str] = []
     for field in _ENTRY_FIELDS:
-        names.extend(f"{field}.{k}" for k, v in getattr(coeffs, field).items() if v)
+        names.extend(
+            f"{field}.{k}"
+            for k, v in getattr(coeffs, field).items()
+            if v and not (field == "named" and k in priced)
+        )
     names.extend(f"stream_hit.{k}" for k, v in coeffs.stream_hit.items() if v and v[0])
     return names
 

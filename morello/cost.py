@@ -12,8 +12,10 @@ what they share: the price of the lines a tile touches. Coefficients come from t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import functools
+import operator
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from morello.spec import Spec, TensorSpec
 from morello.spec import lines_and_runs as spec_geometry
@@ -21,6 +23,32 @@ from morello.spec import lines_and_runs as spec_geometry
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
     from morello.impl import Action
+    from morello.rules.kernels import Kernel
+    from morello.target import CostCoefficients
+
+
+class Cost(int):
+    """A cost whose value is ``base + max(use)``: a part no execution resource overlaps and
+    the use of each resource the target declares (``CostCoefficients.resources``, in order).
+
+    Arithmetic on it gives plain ints (its value), which is how a node outside a register
+    tile adds its children; ``combine`` adds them resource by resource where they overlap.
+    """
+
+    base: int
+    use: tuple[int, ...]
+
+    def __new__(cls, base: int, use: tuple[int, ...]) -> Cost:
+        self = super().__new__(cls, base + max(use, default=0))
+        self.base = base
+        self.use = use
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Cost, (self.base, self.use))
+
+    def __repr__(self) -> str:
+        return f"Cost({self.base}, {self.use})"
 
 
 def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
@@ -36,6 +64,88 @@ def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
         return 0
     lines, runs = lines_and_runs(ts)
     return lines * coeffs.line_cost(level, runs, lines // runs)
+
+
+def kernel_cost(
+    kernel: Kernel, bindings: Mapping[str, int], spec: Spec, ctx: SynthesisContext
+) -> int:
+    """A kernel's declared cost plus the lines its operands touch at their levels.
+
+    With ``resources``, each term of the declared cost whose coefficient a resource names is
+    priced by that resource's weight instead (``use``), and so are the lines of an operand
+    at a level a resource names (lines times weight); the rest is ``base``.
+    """
+    coeffs = ctx.coefficients
+    if not coeffs.resources:
+        return kernel.main_cost(bindings, coeffs.named) + sum(
+            access_cost(ts, ctx) for ts in spec.operands
+        )
+    base_named, weights, levels = _resource_prices(coeffs)
+    base = kernel.main_cost(bindings, base_named)
+    use = [kernel.main_cost(bindings, w) for w in weights]
+    for ts in spec.operands:
+        by_resource = levels.get(ts.level.name)
+        if by_resource is None:
+            base += access_cost(ts, ctx)
+            continue
+        lines = lines_and_runs(ts)[0]
+        for i, weight in by_resource:
+            use[i] += lines * weight
+    return Cost(base, tuple(use))
+
+
+@functools.lru_cache(maxsize=16)
+def _resource_prices(
+    coeffs: CostCoefficients,
+) -> tuple[dict[str, int], list[dict[str, int]], dict[str, list[tuple[int, int]]]]:
+    """For ``resources``: the named coefficients with those a resource prices set to 0; each
+    resource's weights by coefficient name (0 for the rest); its weights by level name."""
+    priced = {term for weights in coeffs.resources.values() for term in weights}
+    base = {name: 0 if name in priced else v for name, v in coeffs.named.items()}
+    weights = [
+        {name: w.get(name, 0) for name in coeffs.named} for w in coeffs.resources.values()
+    ]
+    levels: dict[str, list[tuple[int, int]]] = {}
+    for i, w in enumerate(coeffs.resources.values()):
+        for term, weight in w.items():
+            if term in coeffs.level_hit:
+                levels.setdefault(term, []).append((i, weight))
+    return base, weights, levels
+
+
+def work(cost: int) -> int:
+    """All the work a cost stands for, every resource's use added up: what breaks a tie
+    between two Impls of one value (the one with less leaves more room beside its siblings
+    under the same bound). A plain int is its own work."""
+    if isinstance(cost, Cost):
+        return cost.base + sum(cost.use)
+    return cost
+
+
+def combine(
+    spec: Spec,
+    costs: Sequence[int],
+    extra: int,
+    ctx: SynthesisContext,
+    counts: Sequence[int] | None = None,
+) -> int:
+    """``extra`` plus the sum of ``costs`` (each times its entry of ``counts``, if given):
+    resource by resource when ``spec`` computes into registers and the target declares
+    resources (see the module's note), else by value."""
+    if not ctx.coefficients.resources or not spec.operands[-1].level.counts_registers:
+        if counts is None:
+            return sum(costs) + extra
+        return sum(map(operator.mul, counts, costs)) + extra
+    base = extra
+    use = [0] * len(ctx.coefficients.resources)
+    for n, c in zip(counts or (1,) * len(costs), costs, strict=True):
+        if isinstance(c, Cost):
+            base += n * c.base
+            for i, u in enumerate(c.use):
+                use[i] += n * u
+        else:
+            base += n * c
+    return Cost(base, tuple(use))
 
 
 def lines_and_runs(ts: TensorSpec) -> tuple[int, int]:

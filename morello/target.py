@@ -6,7 +6,7 @@ Nothing here names a particular machine; targets are built by plugins (see hooks
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -212,6 +212,12 @@ class CostCoefficients:
 
     ``fork_join`` is the cost of starting a parallel loop's threads and waiting for the last
     of them, paid once per run of the loop (see ``morello.nodes.parallel``).
+
+    ``resources`` (optional) names the execution resources that run side by side (FMA units,
+    load ports, the store port), each with the price it charges per use of a named
+    coefficient or per line touched at a level: ``{"load": {"vector_load": 1, "L1": 0}}``.
+    A kernel's terms priced by a resource leave the additive sum, and the work inside a
+    register tile costs its busiest resource (``morello.cost``). Empty: purely additive.
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))
@@ -227,6 +233,21 @@ class CostCoefficients:
         factory=dict, converter=lambda m: dict(sorted(m.items()))
     )
     fork_join: int = 0
+    resources: Mapping[str, Mapping[str, int]] = attrs.field(
+        factory=dict, converter=lambda m: {k: dict(sorted(v.items())) for k, v in m.items()}
+    )
+
+    @resources.validator
+    def _check_resources(self, _attr: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
+        for name, prices in value.items():
+            for term, price in prices.items():
+                if term not in self.named and term not in self.level_hit:
+                    raise ValueError(
+                        f"resource {name!r} prices {term!r}, which is neither a named "
+                        "coefficient nor a level"
+                    )
+                if not isinstance(price, int) or price < 0:
+                    raise ValueError(f"resource {name!r}: price of {term!r} is {price!r}")
 
     def __hash__(self) -> int:
         return hash(
@@ -238,6 +259,7 @@ class CostCoefficients:
                 tuple(self.chain_latency.items()),
                 tuple(self.stream_restart.items()),
                 self.fork_join,
+                tuple((k, tuple(v.items())) for k, v in self.resources.items()),
             )
         )
 

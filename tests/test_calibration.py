@@ -107,6 +107,15 @@ def test_save_load_round_trip(config_home: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["toy.json"]  # no temporary file left
 
 
+def test_resources_round_trip(config_home: Path) -> None:
+    coeffs = attrs.evolve(COEFFS, resources={"fp": {"mac": 400, "SRAM": 0}, "st": {"scalar_op": 1}})
+    path = calibration.save("toy", coeffs, {})
+    assert calibration.load("toy") == coeffs
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    saved = doc["coefficients"]["resources"]
+    assert saved == {"fp": {"SRAM": 0, "mac": 400}, "st": {"scalar_op": 1}}
+
+
 def _write(path: Path, doc: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
@@ -130,6 +139,17 @@ def _saved_doc() -> dict:  # type: ignore[type-arg]
             r"level_hit.DRAM is 1.5",
         ),
         (lambda d: {**d, "coefficients": {"named": {}}}, "missing coefficient field"),
+        (
+            lambda d: {**d, "coefficients": {**d["coefficients"], "resources": {"fp": 1}}},
+            "resources is not an object of objects",
+        ),
+        (
+            lambda d: {
+                **d,
+                "coefficients": {**d["coefficients"], "resources": {"fp": {"fmaa": 1}}},
+            },
+            "prices 'fmaa', which is neither",
+        ),
     ],
 )
 def test_damaged_file_is_a_one_line_error_naming_it(
@@ -180,6 +200,9 @@ def test_memo_namespace_changes_with_coefficients(ctx: SynthesisContext) -> None
     other = attrs.evolve(ctx, coefficients=attrs.evolve(ctx.coefficients, fork_join=12345))
     assert fingerprint(other) != fingerprint(ctx)
     assert fingerprint(attrs.evolve(ctx)) == fingerprint(ctx)
+    name = next(iter(ctx.coefficients.named))
+    ports = attrs.evolve(ctx.coefficients, resources={"fp": {name: 1}})
+    assert fingerprint(attrs.evolve(ctx, coefficients=ports)) != fingerprint(ctx)
 
 
 # --- Parameters -------------------------------------------------------------------------------
@@ -199,6 +222,13 @@ def test_parameters_are_the_nonzero_entries_and_stream_scales() -> None:
     assert calibration.get_param(COEFFS, "named.mac") == 400.0
     with pytest.raises(KeyError):
         calibration.get_param(COEFFS, "fork_join")
+
+
+def test_names_a_resource_prices_are_not_parameters() -> None:
+    coeffs = attrs.evolve(COEFFS, resources={"fp": {"mac": 1, "SRAM": 1}})
+    names = calibration.parameters(coeffs)
+    assert "named.mac" not in names
+    assert "named.scalar_op" in names and "level_hit.SRAM" in names
 
 
 def test_with_params_rounds_scales_and_keeps_levels_defined() -> None:

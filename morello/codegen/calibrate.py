@@ -123,8 +123,15 @@ def calibrate(
     Nothing is written; ``calibration.save`` does that.
 
     Raises:
-        MorelloError: the code does not run natively here, or SciPy is missing.
+        MorelloError: the code does not run natively here, SciPy is missing, or the
+            coefficients declare execution resources, whose weights are not fitted yet.
     """
+    if ctx.coefficients.resources:
+        raise MorelloError(
+            f"calibrate cannot fit {ctx.target.name}'s coefficients: they declare execution "
+            "resources, whose weights it does not fit yet (a cost bound by its busiest "
+            "resource is not linear in them)"
+        )
     try:
         import scipy.optimize  # noqa: F401
     except ImportError:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from morello.codegen.c import Lin, View, on_heap
+from morello.cost import combine
 from morello.nodes.base import NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
@@ -57,8 +58,8 @@ class BlockAction(NodeBase):
         return ("block", self.rule, places)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
-        """The stages' costs added up."""
-        return sum(child_costs)
+        """The stages' costs added up (by resource inside a register tile)."""
+        return combine(spec, child_costs, 0, ctx)
 
     def peaks(
         self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext

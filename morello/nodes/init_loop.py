@@ -24,6 +24,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, shift_views
+from morello.cost import combine
 from morello.nodes.base import NodeBase
 from morello.nodes.loop import LoopAction
 
@@ -69,7 +70,8 @@ class InitLoopAction(NodeBase):
         """What the serial loop of the body would cost, with the first trip's body replaced by
         the first step."""
         loop = LoopAction(self.rule, self.var, self.step, self.trips, self.body, self.tail)
-        return loop.cost(spec, child_costs[1:], ctx) - child_costs[1] + child_costs[0]
+        counts = (1, self.trips - 1, 1)[: len(child_costs)]
+        return combine(spec, child_costs, loop.extra_cost(spec, ctx), ctx, counts)
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """The first step, a loop (or the steps repeated) over the rest, the tail.

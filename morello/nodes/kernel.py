@@ -1,8 +1,9 @@
 """A kernel call: a leaf whose cost and C come from its declaration in a rule file.
 
 Cost: the kernel's affine expression in the target's coefficients, plus the lines its
-operands touch at their levels. Peak memory: the scratch registers it declares. C: its
-template, rendered over its operands' elements.
+operands touch at their levels (split by execution resource where the target names them).
+Peak memory: the scratch registers it declares. C: its template, rendered over its operands'
+elements.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from morello.codegen.c import element
-from morello.cost import access_cost
+from morello.cost import kernel_cost
 from morello.nodes.base import NodeBase, max_peaks
 from morello.spec import Spec, snap_up
 
@@ -44,10 +45,8 @@ class KernelAction(NodeBase):
         return ("kernel", self.kernel)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
-        """The declared cost plus the lines the operands touch."""
-        kernel = ctx.ruleset.kernel(self.kernel)
-        base = kernel.main_cost(dict(self.bindings), ctx.coefficients.named)
-        return base + sum(access_cost(ts, ctx) for ts in spec.operands)
+        """The declared cost plus the lines the operands touch (``morello.cost.kernel_cost``)."""
+        return kernel_cost(ctx.ruleset.kernel(self.kernel), dict(self.bindings), spec, ctx)
 
     def peaks(
         self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext

@@ -18,7 +18,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, shift_views
-from morello.cost import lines_and_runs
+from morello.cost import combine, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
@@ -64,15 +64,19 @@ class LoopAction(NodeBase):
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """Trips times the body, the tail once, chain latency and stream restarts, less the
         cache fills that later trips do not repeat."""
-        cost = self.trips * child_costs[0] + self._chain_cost(spec, ctx)
-        if self.tail is not None:
-            cost += child_costs[1]
+        counts = (self.trips, 1) if self.tail is not None else (self.trips,)
+        return combine(spec, child_costs, self.extra_cost(spec, ctx), ctx, counts)
+
+    def extra_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
+        """What the loop adds to its trips: chain latency and stream restarts, less the cache
+        fills that later trips do not repeat."""
+        extra = self._chain_cost(spec, ctx)
         if ctx.coefficients.stream_restart:
-            cost += self._restart_cost(spec, ctx)
+            extra += self._restart_cost(spec, ctx)
         if ctx.target.whole_specs_levels:  # on the search's hot path: usually none
             repeats = self.trips - 1 + (self.tail is not None)
-            cost -= loop_reuse(spec, self.body, self.var, repeats, ctx)
-        return cost
+            extra -= loop_reuse(spec, self.body, self.var, repeats, ctx)
+        return extra
 
     def _chain_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
         """Latency of the dependency chains a reduction loop over register accumulators makes.

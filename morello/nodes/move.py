@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from morello.codegen.c import Lin, View, on_heap
-from morello.cost import access_cost
+from morello.cost import access_cost, combine
 from morello.nodes.base import Copy, NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, memory_units, snap_up
 
@@ -65,9 +65,10 @@ class MoveAction(NodeBase):
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """A new buffer: its copies (already priced by their kernels). A cache: the lines."""
         if self.new_buffer:
-            return sum(child_costs)
+            return combine(spec, child_costs, 0, ctx)
         src = spec.operands[self.operand]
-        return access_cost(src, ctx) + access_cost(self.dest, ctx) + sum(child_costs)
+        lines = access_cost(src, ctx) + access_cost(self.dest, ctx)
+        return combine(spec, child_costs, lines, ctx)
 
     def peaks(
         self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext

@@ -18,7 +18,9 @@ Two oracles, both exact, for Specs of different sizes:
   (cost, peaks) pairs that no other tree of that Spec beats in both cost and every level's
   peak. It is exact when ``action_cost`` and ``action_peaks`` never decrease when a child's
   cost or peak grows (true of the affine model: loops multiply by a positive trip count,
-  blocks and moves add, peaks take maxima and add), and unlike a bare "min over actions of the
+  blocks and moves add, peaks take maxima and add; with execution resources a cost is
+  compared part by part, base and each resource's use, which every node adds or bounds by
+  their most, so the same holds of each part), and unlike a bare "min over actions of the
   children's minima" it does not trust the rules to enforce memory limits: a tree counts only
   if every node's peaks are within its Spec's limits, which is checked here.
 
@@ -36,7 +38,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 from morello.context import SynthesisContext
-from morello.cost import action_cost, action_peaks
+from morello.cost import Cost, action_cost, action_peaks
 from morello.impl import Action, Impl
 from morello.search.expand import spec_actions
 from morello.spec import Spec
@@ -173,8 +175,23 @@ class _Point:
         return Impl(spec, self.action, kids, self.cost, self.peaks)
 
 
+def _parts(cost: int, width: int) -> tuple[int, ...]:
+    """A cost as its base then each resource's use (``morello.cost.Cost``), padded with
+    zeros to ``width``; a plain int is all base."""
+    parts = (cost.base, *cost.use) if isinstance(cost, Cost) else (int(cost),)
+    return parts + (0,) * (width - len(parts))
+
+
 def _dominates(a: _Point, b: _Point) -> bool:
-    return a.cost <= b.cost and all(x <= y for x, y in zip(a.peaks, b.peaks, strict=True))
+    """Whether ``a`` is no worse than ``b`` in every part of its cost and every peak. Costs
+    are compared part by part because a parent adds the parts of its children inside a
+    register tile: a cheaper value alone does not make a child the better one there."""
+    if a.cost > b.cost or any(x > y for x, y in zip(a.peaks, b.peaks, strict=True)):
+        return False
+    if not isinstance(a.cost, Cost) and not isinstance(b.cost, Cost):
+        return True
+    width = 1 + max(len(getattr(c, "use", ())) for c in (a.cost, b.cost))
+    return all(x <= y for x, y in zip(_parts(a.cost, width), _parts(b.cost, width), strict=True))
 
 
 def _prune(points: list[_Point]) -> list[_Point]:

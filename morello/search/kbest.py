@@ -35,7 +35,7 @@ from typing import Any
 import attrs
 
 from morello.context import SynthesisContext
-from morello.cost import action_cost, action_peaks
+from morello.cost import action_cost, action_peaks, work
 from morello.impl import Action, Impl
 from morello.search.exhaustive import fits
 from morello.search.expand import spec_actions
@@ -175,7 +175,7 @@ class KBest:
             action_cost(spec, action, costs, self.ctx),
             action_peaks(spec, action, peaks, self.ctx),
         )
-        key = (d.cost, tuple(reversed(d.peaks)), index, ranks)
+        key = (d.cost, work(d.cost), tuple(reversed(d.peaks)), index, ranks)
         heapq.heappush(node.heap, (key, index, ranks, d))
 
     def _derivation(self, spec: Spec, k: int) -> _Derivation | None:

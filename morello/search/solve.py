@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from morello.context import SynthesisContext
-from morello.cost import action_cost, action_peaks
+from morello.cost import action_cost, action_peaks, work
 from morello.db.table import MISSING, Decided, MemoTable, Stored, decision_of
 from morello.errors import NoImplementationError, RuleError
 from morello.impl import Action, Impl
@@ -61,8 +61,8 @@ _PROGRESS_EVERY = 256  # Specs solved between two progress reports
 Memo = dict[Spec, "Solution | None"] | MemoTable
 
 
-def _order_key(sol: Solution, index: int) -> tuple[int, tuple[int, ...], int]:
-    return (sol.cost, tuple(reversed(sol.peaks)), index)
+def _order_key(sol: Solution, index: int) -> tuple[int, int, tuple[int, ...], int]:
+    return (sol.cost, work(sol.cost), tuple(reversed(sol.peaks)), index)
 
 
 def _goal(spec: Spec) -> tuple[Any, ...]:

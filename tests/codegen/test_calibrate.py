@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from morello import calibration
 from morello.cli import main
 from morello.codegen import calibrate as calibrate_mod
 from morello.context import SynthesisContext
-from morello.errors import ExitCode
+from morello.errors import ExitCode, MorelloError
 
 _SMALL = (
     calibrate_mod._mm(8, 8, 16),
@@ -27,6 +28,13 @@ def test_training_set_builds_on_the_target(ctx: SynthesisContext) -> None:
     names = [p.name for p in programs]
     assert len(names) == len(set(names))
     assert "mm_64x64x64_f32" in names  # every target has f32 products
+
+
+def test_calibrate_refuses_resources(ctx: SynthesisContext) -> None:
+    name = next(iter(ctx.coefficients.named))
+    ports = attrs.evolve(ctx.coefficients, resources={"fp": {name: 1}})
+    with pytest.raises(MorelloError, match="declare execution resources"):
+        calibrate_mod.calibrate(attrs.evolve(ctx, coefficients=ports), {})
 
 
 @pytest.mark.runs_code
