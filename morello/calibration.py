@@ -58,6 +58,10 @@ ENV_VAR: Final = "MORELLO_CALIBRATION"
 #: negligible fraction of the difference.
 DELTA: Final = 1000
 
+#: With execution resources, ``features`` takes its slopes at the coefficients times this,
+#: where ``DELTA`` is far too small a step to move a cost from one resource to another.
+RESOURCE_SCALE: Final = 1_000_000
+
 #: The coefficient fields that parameters name one entry of, by level or name.
 _ENTRY_FIELDS: Final = ("level_hit", "named", "chain_latency", "stream_restart")
 _MAPPING_FIELDS: Final = (*_ENTRY_FIELDS, "stream_hit")
@@ -282,9 +286,11 @@ def parameters(coeffs: CostCoefficients) -> list[str]:
     level of ``stream_hit`` whose first entry is nonzero (``stream_hit.<level>``: its value
     is the first entry, and changing it scales the whole tuple, keeping the ratios between
     its entries). Zero entries stay out: a level whose ``level_hit`` is 0 is free (registers)
-    by definition, and a name priced 0 is not a cost; nor does a name that ``resources``
-    prices (its weights do, and they are not fitted). ``fork_join`` and ``stream_lines`` are
-    not parameters: calibration times serial programs, and ``stream_lines`` is a threshold.
+    by definition, and a name priced 0 is not a cost. With ``resources``, each nonzero price
+    of a resource is one too (``resources.<resource>.<term>``), and the named coefficients
+    they price are not (kernels pay the resources' prices instead). ``fork_join`` and
+    ``stream_lines`` are not parameters: calibration times serial programs, and
+    ``stream_lines`` is a threshold.
     """
     priced = {term for prices in coeffs.resources.values() for term in prices}
     names: list[str] = []
@@ -295,13 +301,17 @@ def parameters(coeffs: CostCoefficients) -> list[str]:
             if v and not (field == "named" and k in priced)
         )
     names.extend(f"stream_hit.{k}" for k, v in coeffs.stream_hit.items() if v and v[0])
+    for resource, prices in coeffs.resources.items():
+        names.extend(f"resources.{resource}.{term}" for term, v in prices.items() if v)
     return names
 
 
 def _split(name: str) -> tuple[str, str]:
     field, dot, key = name.partition(".")
-    if not dot or field not in _MAPPING_FIELDS:
+    if not dot or field not in (*_MAPPING_FIELDS, "resources"):
         raise KeyError(f"not a parameter name: {name!r}")
+    if field == "resources" and "." not in key:
+        raise KeyError(f"not a parameter name: {name!r} (resources.<resource>.<term>)")
     return field, key
 
 
@@ -312,6 +322,9 @@ def get_param(coeffs: CostCoefficients, name: str) -> float:
         KeyError: ``name`` is not of the form ``<field>.<key>`` or ``coeffs`` lacks the entry.
     """
     field, key = _split(name)
+    if field == "resources":
+        resource, _, term = key.partition(".")
+        return float(coeffs.resources[resource][term])
     value = getattr(coeffs, field)[key]
     return float(value[0] if field == "stream_hit" else value)
 
@@ -337,6 +350,13 @@ def with_params(coeffs: CostCoefficients, values: Mapping[str, float]) -> CostCo
     changes: dict[str, Any] = {}
     for name, value in values.items():
         field, key = _split(name)
+        if field == "resources":
+            resource, _, term = key.partition(".")
+            if term not in coeffs.resources.get(resource, {}):
+                raise KeyError(f"{name}: no such price")
+            new = changes.setdefault("resources", {r: dict(p) for r, p in coeffs.resources.items()})
+            new[resource][term] = _positive_int(value)
+            continue
         current = getattr(coeffs, field)
         if key not in current:
             raise KeyError(f"{name}: no such coefficient")
@@ -393,7 +413,13 @@ def features(impl: Impl, ctx: SynthesisContext, names: Sequence[str]) -> list[fl
       unit per node (the step is large so that features are the unrounded slopes);
     * ``fork_join``, not a parameter, adds a constant per parallel loop;
     * a level whose ``level_hit`` is 0 is free whatever its ``stream_hit``, so such entries
-      contribute nothing (they are not parameters either).
+      contribute nothing (they are not parameters either);
+    * with ``resources``, a register tile costs its busiest resource, so the cost is linear
+      only piece by piece: the features are the slopes of the piece the coefficients are
+      in, taken at the coefficients times ``RESOURCE_SCALE`` (where a step of ``DELTA`` is
+      too small to move a tile to another resource; a tile whose resources tie counts the
+      one that grows), and a fit that moves the coefficients to another piece needs them
+      taken again there.
 
     Args:
         impl: an Impl tree found under ``ctx``.
@@ -404,6 +430,11 @@ def features(impl: Impl, ctx: SynthesisContext, names: Sequence[str]) -> list[fl
         One feature per name, in order.
     """
     base_coeffs = ctx.coefficients
+    if base_coeffs.resources:
+        # A cost bound by its busiest resource is linear only piece by piece: take the
+        # slopes of the piece the coefficients are in, by steps small against them.
+        base_coeffs = scaled(base_coeffs, RESOURCE_SCALE)
+        ctx = attrs.evolve(ctx, coefficients=base_coeffs)
     base = tree_cost(impl, ctx)
     out: list[float] = []
     for name in names:
@@ -411,6 +442,25 @@ def features(impl: Impl, ctx: SynthesisContext, names: Sequence[str]) -> list[fl
         coeffs = with_params(base_coeffs, {name: get_param(base_coeffs, name) + delta})
         out.append((tree_cost(impl, attrs.evolve(ctx, coefficients=coeffs)) - base) / delta)
     return out
+
+
+def scaled(coeffs: CostCoefficients, factor: int) -> CostCoefficients:
+    """Every coefficient times ``factor``: the same model in a unit ``factor`` times smaller
+    (costs scale by ``factor`` but for the rounding of integer ceilings)."""
+
+    def times(m: Mapping[str, int]) -> dict[str, int]:
+        return {k: v * factor for k, v in m.items()}
+
+    return attrs.evolve(
+        coeffs,
+        level_hit=times(coeffs.level_hit),
+        named=times(coeffs.named),
+        stream_hit={k: tuple(e * factor for e in v) for k, v in coeffs.stream_hit.items()},
+        chain_latency=times(coeffs.chain_latency),
+        stream_restart=times(coeffs.stream_restart),
+        fork_join=coeffs.fork_join * factor,
+        resources={r: times(p) for r, p in coeffs.resources.items()},
+    )
 
 
 # --- Fitting ----------------------------------------------------------------------------------

@@ -102,9 +102,7 @@ def _resource_prices(
     resource's weights by coefficient name (0 for the rest); its weights by level name."""
     priced = {term for weights in coeffs.resources.values() for term in weights}
     base = {name: 0 if name in priced else v for name, v in coeffs.named.items()}
-    weights = [
-        {name: w.get(name, 0) for name in coeffs.named} for w in coeffs.resources.values()
-    ]
+    weights = [{name: w.get(name, 0) for name in coeffs.named} for w in coeffs.resources.values()]
     levels: dict[str, list[tuple[int, int]]] = {}
     for i, w in enumerate(coeffs.resources.values()):
         for term, weight in w.items():

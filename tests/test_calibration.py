@@ -225,10 +225,11 @@ def test_parameters_are_the_nonzero_entries_and_stream_scales() -> None:
 
 
 def test_names_a_resource_prices_are_not_parameters() -> None:
-    coeffs = attrs.evolve(COEFFS, resources={"fp": {"mac": 1, "SRAM": 1}})
+    coeffs = attrs.evolve(COEFFS, resources={"fp": {"mac": 1, "SRAM": 1, "scalar_op": 0}})
     names = calibration.parameters(coeffs)
-    assert "named.mac" not in names
-    assert "named.scalar_op" in names and "level_hit.SRAM" in names
+    assert "named.mac" not in names and "named.scalar_op" not in names
+    assert "level_hit.SRAM" in names
+    assert names[-2:] == ["resources.fp.SRAM", "resources.fp.mac"]
 
 
 def test_with_params_rounds_scales_and_keeps_levels_defined() -> None:
@@ -304,6 +305,42 @@ def test_features_times_values_add_up_to_the_cost(
     values = [calibration.get_param(ctx.coefficients, n) for n in names]
     total = sum(v * f for v, f in zip(values, feats, strict=True))
     assert total == pytest.approx(impl.cost, rel=0.01)
+
+
+_PORTS = {"fp": {"fma": 3, "vector_op": 3}, "load": {"L1": 3, "vector_load": 0}}
+
+
+@pytest.mark.target("zen1")
+@pytest.mark.parametrize("name", sorted(_PROGRAMS))
+def test_features_with_resources_add_up_to_the_cost(ctx: SynthesisContext, name: str) -> None:
+    # Linear piece by piece: the slopes where the coefficients are, times the coefficients,
+    # give the cost back.
+    ports = attrs.evolve(ctx, coefficients=attrs.evolve(ctx.coefficients, resources=_PORTS))
+    (func,) = parse_spec_file(f"{name}.lark", _PROGRAMS[name]).funcs
+    impl, _ = synthesize(build_program(func, ports).spec, ports, {})
+    names = calibration.parameters(ports.coefficients)
+    assert "resources.fp.fma" in names and "resources.load.vector_load" not in names
+    feats = calibration.features(impl, ports, names)
+    values = [calibration.get_param(ports.coefficients, n) for n in names]
+    total = sum(v * f for v, f in zip(values, feats, strict=True))
+    assert total == pytest.approx(impl.cost, rel=0.01)
+    # Some resource binds: its prices have slopes.
+    assert any(f > 0 for n, f in zip(names, feats, strict=True) if n.startswith("resources."))
+
+
+def test_resource_prices_are_parameters() -> None:
+    coeffs = attrs.evolve(COEFFS, resources={"fp": {"mac": 400, "SRAM": 0}})
+    assert calibration.get_param(coeffs, "resources.fp.mac") == 400.0
+    moved = calibration.with_params(coeffs, {"resources.fp.mac": 512.4})
+    assert moved.resources == {"fp": {"mac": 512, "SRAM": 0}}
+    assert coeffs.resources["fp"]["mac"] == 400  # unchanged
+    with pytest.raises(KeyError):
+        calibration.with_params(coeffs, {"resources.fp.nothing": 1.0})
+    with pytest.raises(KeyError):
+        calibration.get_param(coeffs, "resources.fp")
+    doubled = calibration.scaled(coeffs, 2)
+    assert doubled.resources["fp"]["mac"] == 800 and doubled.level_hit["DRAM"] == 16000
+    assert doubled.stream_hit["DRAM"] == (16000, 12000, 10000)
 
 
 # --- The fit ----------------------------------------------------------------------------------

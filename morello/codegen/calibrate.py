@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+
 from morello import calibration
 from morello.codegen.fidelity import cheapest_programs, time_impls
 from morello.context import SynthesisContext
@@ -75,6 +77,10 @@ TRAINING: tuple[str, ...] = (
 #: with the same or lower error on left-out functions.
 PRIOR = 1.0
 
+#: With execution resources, the fits after the first: each takes the slopes again at the
+#: coefficients the last one found (``calibrate``).
+REFITS = 3
+
 
 def training_programs(ctx: SynthesisContext) -> list[Program]:
     """The functions of ``TRAINING`` that ``ctx``'s target implements."""
@@ -123,15 +129,8 @@ def calibrate(
     Nothing is written; ``calibration.save`` does that.
 
     Raises:
-        MorelloError: the code does not run natively here, SciPy is missing, or the
-            coefficients declare execution resources, whose weights are not fitted yet.
+        MorelloError: the code does not run natively here, or SciPy is missing.
     """
-    if ctx.coefficients.resources:
-        raise MorelloError(
-            f"calibrate cannot fit {ctx.target.name}'s coefficients: they declare execution "
-            "resources, whose weights it does not fit yet (a cost bound by its busiest "
-            "resource is not linear in them)"
-        )
     try:
         import scipy.optimize  # noqa: F401
     except ImportError:
@@ -160,8 +159,21 @@ def calibrate(
     groups = [p.name for p, impls in pools for _ in impls]
     fitted, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
     before = calibration.fit_stats(rows, seconds, names, base)
+    base_rows = rows
+    if base.resources:
+        # Costs bound by their busiest resource are linear only piece by piece, and the
+        # fit may move a program to another piece: take the slopes again at the fitted
+        # coefficients and fit again, until the fit stops moving.
+        for _ in range(REFITS):
+            say("fitting again at the fitted coefficients")
+            at = attrs.evolve(ctx, coefficients=fitted)
+            rows = [calibration.features(impl, at, names) for _, impls in pools for impl in impls]
+            again, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
+            if again == fitted:
+                break
+            fitted = again
 
-    def predicted(coeffs: Any, unit_s: float) -> list[float]:
+    def predicted(coeffs: Any, unit_s: float, rows: list[list[float]]) -> list[float]:
         return [unit_s * p for p in calibration.predict(rows, names, coeffs)]
 
     labels = [(p.name, rank) for p, impls in pools for rank in range(len(impls))]
@@ -179,8 +191,8 @@ def calibrate(
         for (fn, rank), t, b, a, row, acc in zip(
             labels,
             seconds,
-            predicted(base, before["unit_s"]),
-            predicted(fitted, after["unit_s"]),
+            predicted(base, before["unit_s"], base_rows),
+            predicted(fitted, after["unit_s"], rows),
             rows,
             rounds_of,
             strict=True,

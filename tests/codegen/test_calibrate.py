@@ -15,7 +15,7 @@ from morello import calibration
 from morello.cli import main
 from morello.codegen import calibrate as calibrate_mod
 from morello.context import SynthesisContext
-from morello.errors import ExitCode, MorelloError
+from morello.errors import ExitCode
 
 _SMALL = (
     calibrate_mod._mm(8, 8, 16),
@@ -30,11 +30,23 @@ def test_training_set_builds_on_the_target(ctx: SynthesisContext) -> None:
     assert "mm_64x64x64_f32" in names  # every target has f32 products
 
 
-def test_calibrate_refuses_resources(ctx: SynthesisContext) -> None:
-    name = next(iter(ctx.coefficients.named))
-    ports = attrs.evolve(ctx.coefficients, resources={"fp": {name: 1}})
-    with pytest.raises(MorelloError, match="declare execution resources"):
-        calibrate_mod.calibrate(attrs.evolve(ctx, coefficients=ports), {})
+@pytest.mark.runs_code
+@pytest.mark.times_code
+@pytest.mark.target("zen1")
+def test_calibrate_fits_resource_prices(
+    ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(calibrate_mod, "TRAINING", _SMALL)
+    resources = {"fp": {"fma": 3, "vector_op": 3}, "load": {"L1": 3}, "store": {"vector_store": 6}}
+    ports = attrs.evolve(ctx.coefficients, resources=resources)
+    report = calibrate_mod.calibrate(
+        attrs.evolve(ctx, coefficients=ports), {}, per_function=3, rounds=1, min_batch_s=0.002
+    )
+    assert "resources.fp.fma" in report["names"] and "named.fma" not in report["names"]
+    fitted = report["coefficients"].resources
+    assert set(fitted) == {"fp", "load", "store"} and fitted["fp"]["fma"] > 0
+    # The prices are in picoseconds now, like the other coefficients.
+    assert fitted["fp"]["fma"] > 3
 
 
 @pytest.mark.runs_code
