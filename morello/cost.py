@@ -50,6 +50,10 @@ class Cost(int):
     def __repr__(self) -> str:
         return f"Cost({self.base}, {self.use})"
 
+    def __str__(self) -> str:
+        """The value and how it arises: ``195 = 3 + max(192, 120, 0)``."""
+        return f"{int(self)} = {self.base} + max({', '.join(map(str, self.use))})"
+
 
 def access_cost(ts: TensorSpec, ctx: SynthesisContext) -> int:
     """The lines ``ts`` touches times their cost at its level.

@@ -88,6 +88,7 @@ def test_cost_value_is_base_plus_busiest() -> None:
     again = pickle.loads(pickle.dumps(c))
     assert isinstance(again, Cost) and (again.base, again.use) == (5, (3, 7, 2))
     assert type(c + 1) is int and c + 1 == 13  # arithmetic gives values
+    assert str(c) == "12 = 5 + max(3, 7, 2)" and f"{c:d}" == "12"
 
 
 def test_kernel_splits_into_resources(rctx: SynthesisContext, ctx: SynthesisContext) -> None:
