@@ -150,12 +150,12 @@ def calibrate(
             say(f"timing {program.name} (round {r + 1} of {rounds})")
             for t, acc in zip(time_impls(program, impls, ctx, 3, min_batch_s), out, strict=True):
                 acc.append(t.median)
-    rows: list[list[float]] = []
-    seconds: list[float] = []
-    for (_, impls), out in zip(pools, samples, strict=True):
-        for impl, acc in zip(impls, out, strict=True):
-            rows.append(calibration.features(impl, ctx, names))
-            seconds.append(quiet_time(acc))
+
+    def feature_rows(at: SynthesisContext) -> list[list[float]]:
+        return [calibration.features(impl, at, names) for _, impls in pools for impl in impls]
+
+    rows = feature_rows(ctx)
+    seconds = [quiet_time(acc) for out in samples for acc in out]
     groups = [p.name for p, impls in pools for _ in impls]
     fitted, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
     before = calibration.fit_stats(rows, seconds, names, base)
@@ -166,8 +166,7 @@ def calibrate(
         # coefficients and fit again, until the fit stops moving.
         for _ in range(REFITS):
             say("fitting again at the fitted coefficients")
-            at = attrs.evolve(ctx, coefficients=fitted)
-            rows = [calibration.features(impl, at, names) for _, impls in pools for impl in impls]
+            rows = feature_rows(attrs.evolve(ctx, coefficients=fitted))
             again, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
             if again == fitted:
                 break

@@ -32,6 +32,7 @@ peaks within limits.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 
@@ -175,11 +176,10 @@ class _Point:
         return Impl(spec, self.action, kids, self.cost, self.peaks)
 
 
-def _parts(cost: int, width: int) -> tuple[int, ...]:
-    """A cost as its base then each resource's use (``morello.cost.Cost``), padded with
-    zeros to ``width``; a plain int is all base."""
-    parts = (cost.base, *cost.use) if isinstance(cost, Cost) else (int(cost),)
-    return parts + (0,) * (width - len(parts))
+def _parts(cost: int) -> tuple[int, ...]:
+    """A cost as its base then each resource's use (``morello.cost.Cost``); a plain int is
+    all base."""
+    return (cost.base, *cost.use) if isinstance(cost, Cost) else (int(cost),)
 
 
 def _dominates(a: _Point, b: _Point) -> bool:
@@ -188,10 +188,8 @@ def _dominates(a: _Point, b: _Point) -> bool:
     register tile: a cheaper value alone does not make a child the better one there."""
     if a.cost > b.cost or any(x > y for x, y in zip(a.peaks, b.peaks, strict=True)):
         return False
-    if not isinstance(a.cost, Cost) and not isinstance(b.cost, Cost):
-        return True
-    width = 1 + max(len(getattr(c, "use", ())) for c in (a.cost, b.cost))
-    return all(x <= y for x, y in zip(_parts(a.cost, width), _parts(b.cost, width), strict=True))
+    parts = itertools.zip_longest(_parts(a.cost), _parts(b.cost), fillvalue=0)
+    return all(x <= y for x, y in parts)
 
 
 def _prune(points: list[_Point]) -> list[_Point]:
