@@ -1,6 +1,8 @@
 """The C tools behind BENCHMARKS.md's notes build and run: the hand-written 1024^3 nest with
-its switches (``benchmarks/matmul_1024_losses.c``) and the 32x2048x512 nest that times B's
-panel copies (``benchmarks/panel_copies.c``, which checks its own product). The A/B harness
+its switches (``benchmarks/matmul_1024_losses.c``), the 32x2048x512 nest that times B's
+panel copies (``benchmarks/panel_copies.c``, which checks its own product), and the 1024^3
+nest with B's strips packed for the L2, timed against a BLAS on the same buffers
+(``benchmarks/matmul_1024_strips.c``). The A/B harness
 (``benchmarks/ab_programs.c``) is tested through ``benchmarks/ab.py`` (``test_ab.py``)."""
 
 from __future__ import annotations
@@ -56,3 +58,62 @@ def test_panel_copies_nest_checks_itself_and_times(tmp_path: Path, switch: str) 
     )  # fmt: skip
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
     assert len(re.findall(r"^[0-9.]+ GFLOP/s \([0-9.]+ us\)$", out, re.M)) == 3, out
+
+
+@pytest.mark.parametrize(
+    "switches", [[], ["-DPANELS", "-DW=64"], ["-DNOPACK"], ["-DAHEAD"], ["-DN=512"]],
+    ids=["rows", "panels", "nopack", "ahead", "512"],
+)  # fmt: skip
+def test_strips_nest_builds_with_each_switch(tmp_path: Path, switches: list[str]) -> None:
+    subprocess.run(
+        ["gcc", *FLAGS, "-Wall", "-Werror", *switches, "-c",
+         str(BENCHMARKS / "matmul_1024_strips.c"), "-o", str(tmp_path / "nest.o")],
+        check=True,
+    )  # fmt: skip
+
+
+def _numpy_openblas() -> Path | None:
+    """NumPy's bundled OpenBLAS (``numpy.libs`` of a wheel), if this NumPy has one."""
+    import numpy
+
+    libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
+    found = sorted(libs.glob("libscipy_openblas*.so*"))
+    return found[0] if found else None
+
+
+@pytest.mark.runs_code
+@pytest.mark.parametrize("switches", [["-DN=256"], ["-DN=256", "-DAHEAD", "-DPANELS", "-DW=32"]])
+def test_strips_nest_checks_itself_and_times_the_peer(tmp_path: Path, switches: list[str]) -> None:
+    exe = tmp_path / "nest"
+    subprocess.run(
+        ["gcc", *FLAGS, *switches, str(BENCHMARKS / "matmul_1024_strips.c"), "-o", str(exe),
+         "-ldl", "-lm"],
+        check=True,
+    )  # fmt: skip
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    assert re.fullmatch(r"nest [0-9.]+ GFLOP/s\n", out), out
+    blas = _numpy_openblas()
+    if blas is None:
+        pytest.skip("this NumPy bundles no OpenBLAS to time against")
+    env = {"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell"}
+    out = subprocess.run(
+        [str(exe), str(blas)], check=True, capture_output=True, text=True, env=env
+    ).stdout
+    assert re.fullmatch(
+        r"nest [0-9.]+ GFLOP/s, peer [0-9.]+ GFLOP/s, peer time / nest time [0-9.]+\n", out
+    ), out
+
+
+@pytest.mark.runs_code
+def test_strips_nest_reports_a_library_without_sgemm(tmp_path: Path) -> None:
+    exe = tmp_path / "nest"
+    subprocess.run(
+        ["gcc", *FLAGS, "-DN=256", str(BENCHMARKS / "matmul_1024_strips.c"), "-o", str(exe),
+         "-ldl", "-lm"],
+        check=True,
+    )  # fmt: skip
+    libm = subprocess.run(
+        ["gcc", "-print-file-name=libm.so.6"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    run = subprocess.run([str(exe), libm], capture_output=True, text=True)
+    assert run.returncode == 2 and "exports no cblas_sgemm" in run.stderr, run.stderr
