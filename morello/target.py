@@ -73,6 +73,11 @@ class MemoryLevel:
             Spec whose operands from the levels moving into it fit there all at once is
             *resident* (the ``reside`` schema, ``morello.nodes.reside``), and its reads
             after the first are priced at this level.
+        packs_only: a cache that holds only packed copies: a move into it always copies
+            the tile into a new contiguous buffer (one of ``packs``), never views it in
+            place, and only a tile that no packing level it ``moves_to`` could hold. Such a
+            level gives buffers larger than the inner caches (a strip of B too big for the
+            L1, packed for the L2) without doubling every cached view the search tries.
     """
 
     name: str
@@ -88,6 +93,7 @@ class MemoryLevel:
     shares: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     folds: int = 0
     whole_specs: bool = False
+    packs_only: bool = False
 
     @role.validator
     def _known_role(self, _attr: attrs.Attribute[str], value: str) -> None:
@@ -370,6 +376,11 @@ class Target:
                 raise ValueError(
                     f"level {lv.name} holds whole Specs but is addressed, registers or packs: "
                     "only a cache that the hardware fills implicitly does"
+                )
+            if lv.packs_only and (lv.addressed or lv.whole_specs or not lv.packs):
+                raise ValueError(
+                    f"level {lv.name} holds only packed copies but is addressed, holds whole "
+                    "Specs or packs into no layout: only a cache that packs does"
                 )
             if lv.packs and lv.addressed:
                 raise ValueError(

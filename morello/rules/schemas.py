@@ -582,17 +582,23 @@ def _destinations_for(
     rule_layouts: tuple[str, ...], ts: TensorSpec, level: MemoryLevel, target: Target
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
     if not level.addressed:
+        names = tuple(n for n in level.packs if rule_layouts == ("*",) or n in rule_layouts)
+        buffers = _buffers_for(names, ts, level, target)
+        if level.packs_only:
+            # Copies only, and only of tiles too big for the inner caches that pack: what
+            # fits one of them is packed there, where reading it is cheaper.
+            inner = [target.level(n) for n in level.moves_to if target.level(n).packs]
+            return tuple(
+                (name, dest)
+                for name, dest in buffers
+                if all(memory_units(dest, lv) > lv.limit_units for lv in inner)
+            )
         # A cache holds the same bytes: same layout, same contiguity.
         cached = interned(attrs.evolve(ts, level=level, vector_size=None))
         # Or a packed copy: a new, contiguous buffer in one of the layouts the level packs
         # into (and the rule allows). A copy the body could not tell from the cached view
         # (same layout, same contiguity) is left out: it would cost a copy, change nothing.
-        names = tuple(n for n in level.packs if rule_layouts == ("*",) or n in rule_layouts)
-        packed = tuple(
-            (name, dest)
-            for name, dest in _buffers_for(names, ts, level, target)
-            if dest.layout != cached.layout
-        )
+        packed = tuple((name, dest) for name, dest in buffers if dest.layout != cached.layout)
         return ((None, cached), *packed)
     names = target.layouts if rule_layouts == ("*",) else rule_layouts
     return _buffers_for(names, ts, level, target)
