@@ -377,10 +377,11 @@ class Target:
                     f"level {lv.name} holds whole Specs but is addressed, registers or packs: "
                     "only a cache that the hardware fills implicitly does"
                 )
-            if lv.packs_only and (lv.addressed or lv.whole_specs or not lv.packs):
+            if lv.packs_only and (lv.addressed or not lv.packs):
+                # (A level that holds whole Specs and packs was refused just above.)
                 raise ValueError(
-                    f"level {lv.name} holds only packed copies but is addressed, holds whole "
-                    "Specs or packs into no layout: only a cache that packs does"
+                    f"level {lv.name} holds only packed copies but is addressed or packs into "
+                    "no layout: only a cache that packs does"
                 )
             if lv.packs and lv.addressed:
                 raise ValueError(
