@@ -133,11 +133,26 @@ class MemoryLevel:
 
 @attrs.frozen
 class VectorType:
-    """A SIMD register type the target's C compiler understands."""
+    """A SIMD register type the target's C compiler understands.
+
+    ``pin`` (optional) is a C statement with ``{v}`` for a variable of this type that makes
+    the compiler hold the variable in a register from that point on, e.g. GCC's
+    ``__asm__("" : "+x"({v}));`` on x86. A move into vector registers whose body reads the
+    values more than once (a row of B that a register tile's rows all multiply) is pinned
+    after its loads: without it GCC may fold the load into every instruction that reads the
+    value, so a tile the cost model prices at one load per vector makes one per use
+    (BENCHMARKS.md, "A row of B loaded once"). Empty: no pin.
+    """
 
     dtype: str
     lanes: int
     c_type: str
+    pin: str = attrs.field(default="")
+
+    @pin.validator
+    def _check_pin(self, _attr: attrs.Attribute[str], value: str) -> None:
+        if value and "{v}" not in value:
+            raise ValueError(f"vector type {self.c_type}: pin {value!r} does not name {{v}}")
 
 
 @attrs.frozen

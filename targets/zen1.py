@@ -32,7 +32,9 @@ ZEN1 = Target(
         MemoryLevel(name="VRF", capacity=16, unit="registers", vector_bytes=(32,), shares=("RF",)),
         MemoryLevel(name="RF", capacity=16, unit="registers", shares=("VRF",), folds=1),
     ),
-    vector_types=(VectorType(dtype="f32", lanes=8, c_type="__m256"),),
+    vector_types=(
+        VectorType(dtype="f32", lanes=8, c_type="__m256", pin='__asm__("" : "+x"({v}));'),
+    ),
     layouts=("row_major", "col_major"),
     rule_sets=("core", "scalar", "scalar_exp", "x86_avx2", "x86_avx2_exp"),
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),

@@ -10,6 +10,7 @@ touches at both levels. C: the buffer's declaration, the copies, the body over t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -117,8 +118,27 @@ class MoveAction(NodeBase):
         children = list(impl.children)
         if self.prologue is not None:
             em.node(children.pop(0), [views[self.operand], view])
+            if buf.kind == "registers" and buf.lanes and self._reused(em.ctx):
+                _pin(em, dest, buf.name)
         em.node(children.pop(0), body_views)
         if self.epilogue is not None:
             em.node(children.pop(0), [view, views[self.operand]])
         if buf.kind == "memory" and on_heap(dest):
             em.emit(f"free({buf.name});")
+
+    def _reused(self, ctx: SynthesisContext) -> bool:
+        """Whether the body reads each moved element more than once: its iteration space
+        has more points than the destination has elements."""
+        body = self.body
+        sizes = ctx.ruleset.ops[body.op].sizes([t.shape for t in body.operands])
+        assert isinstance(sizes, dict)
+        return math.prod(sizes.values()) > self.dest.volume
+
+
+def _pin(em: Emitter, dest: TensorSpec, name: str) -> None:
+    """Hold each register variable of a new vector buffer in a register (``VectorType.pin``)."""
+    vt = em.ctx.target.vector_type(dest.dtype, dest.vector_size)
+    if vt is None or not vt.pin:
+        return
+    for i in range(dest.volume // dest.vector_size):
+        em.emit(vt.pin.format(v=f"{name}_{i}"))

@@ -23,6 +23,7 @@ void matmul_8x8x8_col_b(const float *restrict a, const float *restrict b, float 
     for (int i2 = 0; i2 < 8; i2++) {
         __m256 v1_0;
         v1_0 = _mm256_loadu_ps(&t0[8 * i2]);
+        __asm__("" : "+x"(v1_0));
         v0_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[i2]), v1_0, v0_0);
         v0_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[i2 + 8]), v1_0, v0_1);
         v0_2 = _mm256_fmadd_ps(_mm256_set1_ps(a[i2 + 16]), v1_0, v0_2);

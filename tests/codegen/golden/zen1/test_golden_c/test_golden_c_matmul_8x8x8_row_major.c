@@ -17,6 +17,7 @@ void matmul_8x8x8(const float *restrict a, const float *restrict b, float *restr
     for (int i0 = 0; i0 < 8; i0++) {
         __m256 v1_0;
         v1_0 = _mm256_loadu_ps(&b[8 * i0]);
+        __asm__("" : "+x"(v1_0));
         v0_0 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0]), v1_0, v0_0);
         v0_1 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 8]), v1_0, v0_1);
         v0_2 = _mm256_fmadd_ps(_mm256_set1_ps(a[i0 + 16]), v1_0, v0_2);
