@@ -130,6 +130,22 @@ class RuleSet:
                 out.setdefault(op.rank(0), name)
         return out
 
+    def copies_into(self, dtype: str, rank: int) -> frozenset[str]:
+        """The levels some kernel of an identity op (a move) writes ``dtype`` values of
+        operand rank ``rank`` into."""
+        return self._copy_levels.get((dtype, rank), frozenset())
+
+    @functools.cached_property
+    def _copy_levels(self) -> dict[tuple[str, int], frozenset[str]]:
+        out: dict[tuple[str, int], set[str]] = {}
+        for k in self.kernels:
+            op = self.ops.get(k.op)
+            if op is None or not op.is_identity:
+                continue
+            dest = k.operands[-1]
+            out.setdefault((dest.dtype, len(dest.dims)), set()).update(dest.levels)
+        return {key: frozenset(levels) for key, levels in out.items()}
+
     def implementable(self, op: str, dtypes: Sequence[str] | None = None) -> bool:
         """Whether some kernel computes ``op`` (in either form), or a decomposition rewrites
         it into ops that are implementable.

@@ -473,10 +473,58 @@ def tile_tensor(ts: TensorSpec, dim: int, size: int) -> TensorSpec | None:
 def _loops(
     rule: str, spec: Spec, ctx: SynthesisContext, var: str, policy: str, only: int | None = None
 ) -> Iterator[LoopAction]:
-    """Loops over ``var`` in each step of ``policy`` (only step ``only``, if given)."""
+    """Loops over ``var`` in each step of ``policy`` (only step ``only``, if given).
+
+    A loop that runs along an operand in registers is unrolled in C, and the compiler then
+    loads an input the loop does not run along once and keeps it in registers across the
+    trips (the loads of every trip are the same). So such a loop is offered only when those
+    inputs are in registers already, where the model counts them: a 3x32 register tile split
+    into two halves of 16 columns, each half loading A's three scalars, was priced at 15
+    registers and needed 17 (BENCHMARKS.md, "A row of B loaded once").
+    """
     uses = ctx.ruleset.ops[spec.op].operands_using(var)
     i, d = uses[0]
     extent = spec.operands[i].shape[d]
+    if _hides_held_values(spec, uses, ctx):
+        yield from (
+            loop
+            for loop in _loops_unchecked(rule, spec, ctx, var, policy, only, extent)
+            if loop.trips == 1 and loop.tail is None
+        )
+        return
+    yield from _loops_unchecked(rule, spec, ctx, var, policy, only, extent)
+
+
+def _hides_held_values(
+    spec: Spec, uses: tuple[tuple[int, int], ...], ctx: SynthesisContext
+) -> bool:
+    """Whether a loop along ``uses`` is unrolled (it runs along an operand in registers)
+    while an input it does not run along is outside registers and could be moved into them
+    (some kernel copies its dtype into a register level; a bf16 vector whose kernels widen
+    each element as they read it has none, and its loops stay as they were)."""
+    moving = {i for i, _ in uses}
+    if not any(spec.operands[i].level.counts_registers for i in moving):
+        return False
+    last = len(spec.operands) - 1
+    for i, ts in enumerate(spec.operands):
+        if i == last or i in moving or ts.level.counts_registers:
+            continue
+        for name in ctx.ruleset.copies_into(ts.dtype.name, len(ts.shape)):
+            if ctx.target.level(name).counts_registers:
+                return True
+    return False
+
+
+def _loops_unchecked(
+    rule: str,
+    spec: Spec,
+    ctx: SynthesisContext,
+    var: str,
+    policy: str,
+    only: int | None,
+    extent: int,
+) -> Iterator[LoopAction]:
+    uses = ctx.ruleset.ops[spec.op].operands_using(var)
     for size in ctx.size_policies[policy](extent):
         if only is not None and size != only:
             continue
