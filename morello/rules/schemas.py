@@ -478,7 +478,8 @@ def _loops(
     A loop that runs along an operand in registers is unrolled in C, and the compiler then
     loads an input the loop does not run along once and keeps it in registers across the
     trips (the loads of every trip are the same). So such a loop is offered only when those
-    inputs are in registers already, where the model counts them: a 3x32 register tile split
+    inputs are in registers already, where the model counts them, or no kernel could copy
+    them there (``_hides_held_values``): a 3x32 register tile split
     into two halves of 16 columns, each half loading A's three scalars, was priced at 15
     registers and needed 17 (BENCHMARKS.md, "A row of B loaded once").
     """
