@@ -270,7 +270,9 @@ def test_bench_json_openblas_within_15_percent_of_a_direct_c_loop(
     # The machine is shared: a neighbour can slow either side of one comparison by a third. A
     # benchmark that times the peer differently (another routine, another thread count, the
     # call's overhead) is off in every attempt, so the comparison is repeated, bench and direct
-    # loop side by side, and one attempt within 15% passes.
+    # loop side by side, and one attempt within 15% passes. The same holds for our time over
+    # the FMA peak bench measures beside it (a neighbour slowing the peak loop read 1.39): a
+    # peak counted wrong (half the flops) is above 1.2 in every attempt.
     seen = []
     for _ in range(3):
         row = _bench_json(target_name, ROOT / "examples" / "matmul_64.lark", tmp_path)
@@ -280,11 +282,14 @@ def test_bench_json_openblas_within_15_percent_of_a_direct_c_loop(
             "openblas", "openblas", "f32", openblas["routine"], None, {}, openblas["detail"], False
         )  # type: ignore[arg-type]
         direct = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(5))
-        seen.append((openblas["seconds"], direct))
-        if abs(openblas["seconds"] / direct - 1) < 0.15:
+        seen.append((openblas["seconds"], direct, row["fraction_of_limit"]))
+        if abs(openblas["seconds"] / direct - 1) < 0.15 and 0 < row["fraction_of_limit"] < 1.2:
             break
     else:
-        pytest.fail(f"bench and a direct C loop disagree by more than 15% in every attempt: {seen}")
+        pytest.fail(
+            "bench and a direct C loop disagree by more than 15%, or our time is above 1.2 of "
+            f"the FMA peak, in every attempt (peer s, direct s, fraction): {seen}"
+        )
     # The rest of the row: the array peers too, the limits, the ratio to each peer and the best.
     for named in ctx.target.peers:
         if named.library in ARRAY_PEER_LIBRARIES:
