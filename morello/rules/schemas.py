@@ -502,13 +502,18 @@ def _hides_held_values(
     """Whether a loop along ``uses`` is unrolled (it runs along an operand in registers)
     while an input it does not run along is outside registers and could be moved into them
     (some kernel copies its dtype into a register level; a bf16 vector whose kernels widen
-    each element as they read it has none, and its loops stay as they were)."""
+    each element as they read it has none, and its loops stay as they were).
+
+    A single element is exempt: the compiler folds its load into each instruction that
+    reads it (spr's FMAs broadcast A from memory) or holds it in one register, and spr's
+    28-accumulator tile, whose rows run two vectors of B against one such scalar, compiles
+    without a spill."""
     moving = {i for i, _ in uses}
     if not any(spec.operands[i].level.counts_registers for i in moving):
         return False
     last = len(spec.operands) - 1
     for i, ts in enumerate(spec.operands):
-        if i == last or i in moving or ts.level.counts_registers:
+        if i == last or i in moving or ts.level.counts_registers or ts.volume == 1:
             continue
         for name in ctx.ruleset.copies_into(ts.dtype.name, len(ts.shape)):
             if ctx.target.level(name).counts_registers:
