@@ -479,21 +479,26 @@ def _loops(
     loads an input the loop does not run along once and keeps it in registers across the
     trips (the loads of every trip are the same). So such a loop is offered only when those
     inputs are in registers already, where the model counts them, or no kernel could copy
-    them there (``_hides_held_values``): a 3x32 register tile split
-    into two halves of 16 columns, each half loading A's three scalars, was priced at 15
-    registers and needed 17 (BENCHMARKS.md, "A row of B loaded once").
+    them there (``_hides_held_values``): a 3x32 register tile split into two halves of 16
+    columns, each half loading A's three scalars, was priced at 15 registers and needed 17
+    (BENCHMARKS.md, "A row of B loaded once").
     """
     uses = ctx.ruleset.ops[spec.op].operands_using(var)
     i, d = uses[0]
     extent = spec.operands[i].shape[d]
-    if _hides_held_values(spec, uses, ctx):
-        yield from (
-            loop
-            for loop in _loops_unchecked(rule, spec, ctx, var, policy, only, extent)
-            if loop.trips == 1 and loop.tail is None
-        )
-        return
-    yield from _loops_unchecked(rule, spec, ctx, var, policy, only, extent)
+    whole_only = _hides_held_values(spec, uses, ctx)  # then only a loop of one trip
+    for size in ctx.size_policies[policy](extent):
+        if (only is not None and size != only) or (whole_only and size != extent):
+            continue
+        body = _retile(spec, uses, size)
+        if body is None:
+            continue
+        tail = None
+        if extent % size:
+            tail = _retile(spec, uses, extent % size)
+            if tail is None:
+                continue
+        yield LoopAction(rule, var, size, extent // size, body, tail)
 
 
 def _hides_held_values(
@@ -519,30 +524,6 @@ def _hides_held_values(
             if ctx.target.level(name).counts_registers:
                 return True
     return False
-
-
-def _loops_unchecked(
-    rule: str,
-    spec: Spec,
-    ctx: SynthesisContext,
-    var: str,
-    policy: str,
-    only: int | None,
-    extent: int,
-) -> Iterator[LoopAction]:
-    uses = ctx.ruleset.ops[spec.op].operands_using(var)
-    for size in ctx.size_policies[policy](extent):
-        if only is not None and size != only:
-            continue
-        body = _retile(spec, uses, size)
-        if body is None:
-            continue
-        tail = None
-        if extent % size:
-            tail = _retile(spec, uses, extent % size)
-            if tail is None:
-                continue
-        yield LoopAction(rule, var, size, extent // size, body, tail)
 
 
 def _init_loops(
