@@ -1,5 +1,7 @@
 """The spr target plugin (Intel Sapphire Rapids): its facts, its size policy, and its
 AVX-512 kernels (16-lane f32, masked tails, the bf16 pair dot product) checked against NumPy.
+zen4 (tests/targets/test_zen4.py) shares the kernels and the size policy, so those tests run
+in its factor too, against zen4's context.
 
 Tests that run generated code are skipped on CPUs without AVX-512F/BW/VL and AVX512_BF16
 (or fail there with MORELLO_REQUIRE_ISA=1).
@@ -27,9 +29,9 @@ from morello.search.solve import synthesize
 from morello.spec import memory_units
 from morello.target import Target
 
-# Run in the spr factor (tox -e py311-spr, or pytest --target spr): the graph examples take
-# minutes of search, which the other factors need not pay.
-pytestmark = pytest.mark.target("spr")
+# Run in the factors of the AVX-512 targets (tox -e py311-spr, py311-zen4, or pytest --target
+# spr): the other factors' kernels are not these.
+pytestmark = pytest.mark.target("spr", "zen4")
 
 AVX512 = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 KERNELS = Path(__file__).resolve().parents[2] / "rules" / "kernels"
@@ -41,8 +43,9 @@ def spr() -> Target:
 
 
 @pytest.fixture(scope="module")
-def ctx() -> SynthesisContext:
-    return make_context("spr")
+def ctx(target_name: str) -> SynthesisContext:
+    """The AVX-512 target under test (spr or zen4), whose rule sets are the same."""
+    return make_context(target_name)
 
 
 def test_spr_is_installed_through_the_entry_point_group() -> None:
@@ -141,6 +144,7 @@ def test_spr_bf16_matvec_runs_the_pair_dot_product(ctx: SynthesisContext, tmp_pa
 
 
 @pytest.mark.slow  # minutes of search: dense_relu about 6, softmax about 1
+@pytest.mark.target("spr")  # zen4's graphs are checked by bench (BENCHMARKS.md), not here
 @pytest.mark.runs_code(*AVX512)
 @pytest.mark.parametrize("unit", ["softmax", "dense_relu"])
 def test_spr_graph_examples_match_numpy(ctx: SynthesisContext, tmp_path: Path, unit: str) -> None:
