@@ -63,9 +63,7 @@ ZEN4 = Target(
         "avx512cd",
         "avx512_bf16",
     ),
-    compiler=Compiler(
-        cc="gcc", flags=("-O3", "-march=x86-64-v4", "-mavx512bf16", "-mtune=znver3")
-    ),
+    compiler=Compiler(cc="gcc", flags=("-O3", "-march=x86-64-v4", "-mavx512bf16", "-mtune=znver3")),
     # A Ryzen 9 7950X, the desktop Zen 4 part: 16 cores in two 8-core complexes (cores, not
     # SMT threads; --threads lowers it to what a machine has).
     processors=16,
