@@ -55,7 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-o", "--output", metavar="FILE", help="write FILE.c and FILE.h instead of printing C"
     )
-    p.add_argument("--impl", action="store_true", help="print the Impl tree instead of C")
+    p.add_argument(
+        "--impl",
+        action="store_true",
+        help="print the Impl tree instead of C (with -o the C is written too)",
+    )
     p.add_argument("--stats", action="store_true", help="print search statistics")
     p.add_argument("--json", action="store_true", help="print statistics as JSON (with --stats)")
     p.add_argument(
@@ -151,14 +155,14 @@ def _run(args: argparse.Namespace) -> int:
         for program, impl, _ in solved:
             print(f"# {program.name}")
             print(format_impl(impl, ctx))
-    elif args.output:
+    if args.output:
         base = Path(args.output)
         if base.suffix in (".c", ".h"):
             base = base.with_suffix("")
         base.parent.mkdir(parents=True, exist_ok=True)
         base.with_suffix(".c").write_text(source.c_text, encoding="utf-8")
         base.with_suffix(".h").write_text(source.h_text, encoding="utf-8")
-    else:
+    elif not args.impl:
         print(source.c_text, end="")
     if args.stats:
         _print_stats(solved, args.json)

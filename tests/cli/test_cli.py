@@ -197,3 +197,17 @@ def test_cli_bench_help_says_peers_run_in_a_child_process() -> None:
     text = " ".join(result.stdout.split())
     assert "runs in a child process whose environment holds the target's settings" in text
     assert "pip install 'morello[peers]'" in text
+
+
+def test_cli_impl_with_output_prints_the_tree_and_writes_the_c(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    """``--impl -o F`` prints the Impl and still writes F.c and F.h (it once wrote nothing)."""
+    out_base = tmp_path / "out" / "f.c"
+    code, err, out = _run(
+        capsys, "--target", target_name, "--no-db", "--impl", "-o", out_base, _spec(tmp_path, _GOOD)
+    )
+    assert code == 0 and err == []
+    assert out.startswith("# f\n") and "cost" in out and "#include" not in out
+    c_text = (tmp_path / "out" / "f.c").read_text(encoding="utf-8")
+    assert "void f(" in c_text and (tmp_path / "out" / "f.h").is_file()
