@@ -1,9 +1,10 @@
 """Intel Sapphire Rapids (4th-generation Xeon Scalable): AVX-512F/BW/VL and AVX512_BF16.
 
-Why Sapphire Rapids and not Zen 4: it is the AVX-512 CPU this project's machines have, so its
-code is compiled, checked and timed on the CPU it is tuned for; and its 512-bit FMAs are
-full-width (two FMA units on ports 0 and 5, 32 f32 FMAs a cycle) where Zen 4 splits a zmm
-FMA into two 256-bit halves, which changes which register tiles pay off.
+Why Sapphire Rapids: it was the AVX-512 CPU of this project's machines when the target was
+written, so its code was compiled, checked and timed on the CPU it is tuned for; and its
+512-bit FMAs are full-width (two FMA units on ports 0 and 5, 32 f32 FMAs a cycle) where Zen 4
+splits a zmm FMA into two 256-bit halves, which changes which register tiles pay off. The
+later machines are Zen 4s, whose target is ``zen4`` (targets/zen4.py), with the same kernels.
 
 Per core: 32 zmm registers of 16 f32 lanes, 48 KiB 12-way L1D, 2 MiB L2; an FMA's result is
 ready 4 cycles after it issues, so two FMA pipes need at least 8 independent accumulators and
