@@ -6,7 +6,9 @@ text before the first ``|``), for instance ``tile_out: for m in 4 x 256``. The f
 to the function's Spec; each next one to a child of the node the previous one made, its
 first child unless the decision starts with ``N@`` (``1@move: operand 1`` follows child 1,
 a move's body where child 0 is its copy). Children not followed, and everything below the
-last decision, are solved by the search. BENCHMARKS.md's notes on 1024^3 and dense_relu
+last decision, are solved by the search. A forced action (residency in a cache the hardware
+fills, the only action offered where it applies) is taken on the way when a decision does
+not name it. BENCHMARKS.md's notes on 1024^3 and dense_relu
 used it with ``benchmarks/ab.py``:
 
     python benchmarks/forced.py --target zen1 examples/matmul_1024.lark -o forced.c \\
@@ -33,7 +35,7 @@ from morello.context import SynthesisContext, make_context
 from morello.errors import MorelloError
 from morello.impl import Impl
 from morello.lang.spec_file import build_program, parse_spec_file
-from morello.search.expand import spec_actions
+from morello.search.expand import only_forced, spec_actions, under_forced
 from morello.search.solve import synthesize
 from morello.spec import Spec
 
@@ -47,7 +49,8 @@ def forced_impl(
 ) -> Impl:
     """``spec`` implemented by the first action whose description starts with
     ``decisions[0]``, the followed child by the rest of ``decisions``, everything else by
-    the search (sharing ``memo``).
+    the search (sharing ``memo``). A forced action that ``decisions[0]`` does not name is
+    taken, and the decisions apply to its child.
 
     Raises:
         NoSuchDecision: a decision matches no action offered where it applies.
@@ -58,6 +61,9 @@ def forced_impl(
     follow = _child_and_text(decisions[1])[0] if len(decisions) > 1 else 0
     offered = spec_actions(spec, ctx)
     chosen = next((a for a in offered if a.describe().startswith(text)), None)
+    if chosen is None and only_forced(spec, ctx) is not None:
+        # Residency: no choice to name, so the decisions apply below it.
+        return under_forced(spec, ctx, lambda below: forced_impl(below, decisions, ctx, memo))
     if chosen is None:
         lines = "\n".join(f"  {a.describe()}" for a in offered)
         raise NoSuchDecision(

@@ -81,6 +81,15 @@ class Impl:
         """The most threads any part of the tree runs on (1: it is serial)."""
         return max(node.action.parallelism() for node in self.walk())
 
+    def past_forced(self) -> Impl:
+        """The first node of the tree that the search chose: this one, unless its action is
+        ``forced`` (residency in a cache the program cannot opt out of, which has one
+        child), then that child's."""
+        node = self
+        while getattr(node.action, "forced", False) and len(node.children) == 1:
+            node = node.children[0]
+        return node
+
     def walk(self) -> list[Impl]:
         """This node and every descendant, pre-order."""
         out = [self]

@@ -50,9 +50,11 @@ class MemoryLevel:
         moves_to: names of the levels the move rewrite may bring data into from here.
         role: what the level is, for rule files that are not written for one target
             (``@registers|cache`` in a portable kernel): one of LEVEL_ROLES. By default
-            ``memory`` for an addressed level counted in bytes, ``cache`` for one without
-            addresses, ``vector_registers`` for registers with vector widths and
-            ``registers`` for other registers. A target with two caches may give the outer
+            ``memory`` for an addressed level counted in bytes and for a cache that holds
+            whole Specs (``whole_specs``: what is resident there is buffers in memory, read
+            at the cache's price), ``cache`` for other levels without addresses,
+            ``vector_registers`` for registers with vector widths and ``registers`` for
+            other registers. A target with two caches may give the outer
             one another role (or ``""``, none) so that portable kernels read only the inner.
         shares: register levels whose registers this level's values occupy too. On x86 an
             f32 scalar lives in the low lane of an xmm register, so scalar and vector
@@ -89,11 +91,12 @@ class MemoryLevel:
     packs: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     vector_bytes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     moves_to: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
     shares: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     folds: int = 0
     whole_specs: bool = False
     packs_only: bool = False
+    # Last: its default reads the fields above.
+    role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
 
     @role.validator
     def _known_role(self, _attr: attrs.Attribute[str], value: str) -> None:
@@ -106,7 +109,7 @@ class MemoryLevel:
         """The role a level has unless its target says otherwise (see ``role``)."""
         if self.counts_registers:
             return "vector_registers" if self.vector_bytes else "registers"
-        return "memory" if self.addressed else "cache"
+        return "memory" if self.addressed or self.whole_specs else "cache"
 
     def __str__(self) -> str:
         return self.name

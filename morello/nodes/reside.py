@@ -130,5 +130,7 @@ def loop_reuse(spec: Spec, body: Spec, var: str, repeats: int, ctx: SynthesisCon
 
 def _fill(src: TensorSpec, dest: TensorSpec, ctx: SynthesisContext) -> int:
     """The first touch of an operand's lines moved from ``src`` into the cache, ``dest``:
-    the difference of the two levels' prices."""
-    return max(0, access_cost(src, ctx) - access_cost(dest, ctx))
+    the difference of the two levels' prices. Not clamped at 0: under coefficients that
+    price the cache above its source (a calibration's trial steps do) the difference is
+    negative, and the cost stays linear in the coefficients (``calibration.features``)."""
+    return access_cost(src, ctx) - access_cost(dest, ctx)

@@ -55,7 +55,9 @@ if TYPE_CHECKING:
     from morello.rules.rewrites import SchemaRule
 
 #: Kinds of memory level a rule may name (``into cache, memory``): levels without addresses
-#: (caches), addressed levels of buffers (memory), and register levels.
+#: (caches), addressed levels of buffers (memory), and register levels. A cache that holds
+#: whole Specs (``MemoryLevel.whole_specs``, an L2) counts as memory: what is resident there
+#: is the buffers in memory, read at the cache's price, and nothing is moved into it.
 LEVEL_KINDS = ("cache", "memory", "registers")
 #: Which operands a rule may name (``operands inputs``): all of them, or the inputs only.
 OPERAND_SETS = ("all", "inputs")
@@ -65,7 +67,7 @@ def level_kind(level: MemoryLevel) -> str:
     """Which of LEVEL_KINDS ``level`` is."""
     if level.counts_registers:
         return "registers"
-    return "memory" if level.addressed else "cache"
+    return "memory" if level.addressed or level.whole_specs else "cache"
 
 
 #: A size policy: the loop steps offered for an extent (each below it), in increasing order.
@@ -430,10 +432,12 @@ def serial_over(spec: Spec, tensors: Iterable[TensorSpec], ctx: SynthesisContext
     first: caches and registers are each core's own, so code working in them runs on the
     one core that holds them. Only Specs over the first level (main memory, which all cores
     share) may run in parallel, which also keeps the serial and parallel Specs to search
-    from doubling below the first move.
+    from doubling below the first move. A cache holding whole Specs (an L2) is the
+    exception: what is resident there is buffers in main memory, which a parallel loop's
+    threads read through their own cores' caches, each its share and what all share.
     """
     first = ctx.target.levels[0]
-    return spec.serial or any(t.level != first for t in tensors)
+    return spec.serial or any(t.level != first and not t.level.whole_specs for t in tensors)
 
 
 def _retile(spec: Spec, uses: tuple[tuple[int, int], ...], size: int) -> Spec | None:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from morello.search.expand import expand, spec_actions
+from morello.search.expand import expand, only_forced, past_forced, spec_actions, under_forced
 from morello.search.solve import SearchStats, synthesize
 
-__all__ = ["SearchStats", "expand", "spec_actions", "synthesize"]
+__all__ = [
+    "SearchStats",
+    "expand",
+    "only_forced",
+    "past_forced",
+    "spec_actions",
+    "synthesize",
+    "under_forced",
+]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 from morello.context import SynthesisContext
 from morello.db.table import decision_of
 from morello.errors import RuleError
-from morello.impl import Action
+from morello.impl import Action, Impl
 from morello.nodes import KernelAction
 from morello.rules.ruleset import layout_named
 from morello.spec import Spec
@@ -48,6 +48,37 @@ def spec_actions(
     # A forced action (a cache the program cannot opt out of) is the only choice there is.
     forced = [a for a in out if getattr(a, "forced", False)]
     return forced or out
+
+
+def only_forced(spec: Spec, ctx: SynthesisContext) -> Action | None:
+    """The action at ``spec`` when it is the only one offered, ``forced`` and of one child
+    (residency in a cache the program cannot opt out of); None where the search has a
+    choice."""
+    offered = spec_actions(spec, ctx)
+    if len(offered) != 1 or not getattr(offered[0], "forced", False):
+        return None
+    return offered[0] if len(offered[0].children) == 1 else None
+
+
+def past_forced(spec: Spec, ctx: SynthesisContext) -> Spec:
+    """The first Spec at or below ``spec`` where the search has a choice: ``spec`` itself,
+    or below the forced actions above it (``only_forced``)."""
+    while (forced := only_forced(spec, ctx)) is not None:
+        spec = forced.children[0]
+    return spec
+
+
+def under_forced(spec: Spec, ctx: SynthesisContext, build: Callable[[Spec], Impl]) -> Impl:
+    """``build(past_forced(spec, ctx))`` under the forced actions above it: a tree for
+    ``spec`` whose first chosen node is what ``build`` makes (for tools and tests that force
+    decisions by hand)."""
+    forced = only_forced(spec, ctx)
+    if forced is None:
+        return build(spec)
+    child = under_forced(forced.children[0], ctx, build)
+    cost = forced.cost(spec, [child.cost], ctx)
+    peaks = forced.peaks(spec, [child.peaks], ctx)
+    return Impl(spec, forced, (child,), cost, peaks)
 
 
 def expand(

@@ -26,14 +26,15 @@ def test_forced_prefix_is_kept_and_the_rest_searched(
     forced = benchmark_script("forced")
     program = build_program(parse_spec_file("f.lark", SPEC).funcs[0], ctx)
     memo: dict = {}
-    impl = forced.forced_impl(program.spec, ["tile_out: for m in 4 x 4"], ctx, memo)
+    whole = forced.forced_impl(program.spec, ["tile_out: for m in 4 x 4"], ctx, memo)
+    impl = whole.past_forced()  # a target with an L2 holds the whole Spec there first
     loop = impl.action
     assert isinstance(loop, LoopAction) and (loop.var, loop.step) == ("m", 4)
     # The loop's body (its only child) was searched: what the search makes of it alone.
     (body,) = impl.children
     assert body == synthesize(loop.body, ctx, {})[0]
-    assert impl.cost >= synthesize(program.spec, ctx, {})[0].cost
-    source = lower_to_c("f", [(program, impl)], ctx)
+    assert whole.cost >= synthesize(program.spec, ctx, {})[0].cost
+    source = lower_to_c("f", [(program, whole)], ctx)
     check(compile_shared(source.c_text, ctx.target, tmp_path), program, ctx)  # raises if wrong
 
 
@@ -42,7 +43,8 @@ def test_a_child_other_than_the_first_can_be_followed(
 ) -> None:
     forced = benchmark_script("forced")
     program = build_program(parse_spec_file("f.lark", SPEC).funcs[0], ctx)
-    impl = forced.forced_impl(program.spec, ["to_accum", "1@split: for k in 2 x 16"], ctx, {})
+    decisions = ["to_accum", "1@split: for k in 2 x 16"]
+    impl = forced.forced_impl(program.spec, decisions, ctx, {}).past_forced()
     zero, accumulate = impl.children
     assert zero.spec.op == "zero"
     loop = accumulate.action
@@ -54,6 +56,7 @@ def test_a_decision_not_offered_is_an_error_listing_the_offers(
 ) -> None:
     forced = benchmark_script("forced")
     program = build_program(parse_spec_file("f.lark", SPEC).funcs[0], ctx)
+    # The offers listed are those past a forced residency, where the decision applies.
     with pytest.raises(
         forced.NoSuchDecision,
         match=r"(?s)starts with 'tile_out: for q'.*offered:.*tile_out: for m in",

@@ -20,10 +20,10 @@ from morello.codegen import harness
 from morello.context import SynthesisContext, make_context
 from morello.cost import access_cost
 from morello.lang.spec_file import build_program, parse_spec_file
-from morello.nodes import LoopAction, MoveAction, ResideAction
+from morello.nodes import LoopAction, MoveAction, ParallelLoopAction, ResideAction
 from morello.nodes.reside import loop_reuse
 from morello.plugins import Plugins
-from morello.search import spec_actions
+from morello.search import only_forced, past_forced, spec_actions, under_forced
 from morello.search.exhaustive import exhaustive_search, impl_problems
 from morello.search.solve import synthesize
 from morello.spec import Spec
@@ -95,6 +95,35 @@ def test_a_spec_that_fits_has_only_the_forced_residency(l2ctx: SynthesisContext)
     )
     assert fill > 0
     assert action.cost(spec, [1000], l2ctx) == fill + 1000
+
+
+def test_tools_step_past_the_forced_residency(l2ctx: SynthesisContext) -> None:
+    spec = _matmul(l2ctx, 4, 4, 8)
+    (action,) = spec_actions(spec, l2ctx)
+    assert only_forced(spec, l2ctx) == action
+    assert past_forced(spec, l2ctx) == action.body
+    assert only_forced(action.body, l2ctx) is None  # a choice there
+    # A tree built below the residency, with the residency above it.
+    below, _ = synthesize(action.body, l2ctx, {})
+    built_at: list[Spec] = []
+    tree = under_forced(spec, l2ctx, lambda at: built_at.append(at) or below)
+    assert built_at == [action.body]
+    assert tree.action == action and tree.children == (below,)
+    assert tree.cost == action.cost(spec, [below.cost], l2ctx)
+    assert tree.past_forced() is below
+    assert tree == synthesize(spec, l2ctx, {})[0]
+
+
+def test_a_parallel_spec_may_still_run_in_parallel_below_its_residency(
+    l2ctx: SynthesisContext,
+) -> None:
+    # What is resident is buffers in main memory, read by each thread through its own core.
+    two = attrs.evolve(l2ctx, threads=2)
+    spec = attrs.evolve(_matmul(two, 4, 4, 8), serial=False)
+    (action,) = spec_actions(spec, two)
+    assert isinstance(action, ResideAction) and not action.body.serial
+    loops = [a for a in spec_actions(action.body, two) if isinstance(a, ParallelLoopAction)]
+    assert loops and all(a.body.serial for a in loops)
 
 
 def test_a_spec_too_large_is_not_resident(l2ctx: SynthesisContext) -> None:

@@ -17,7 +17,7 @@ from morello.layout import row_major
 from morello.nodes import MoveAction
 from morello.rules.rewrites import DecomposeRule
 from morello.rules.schemas import temp_buffers
-from morello.search.expand import spec_actions
+from morello.search.expand import past_forced, spec_actions
 from morello.spec import TensorSpec
 
 
@@ -151,7 +151,7 @@ def test_graph_moves_go_into_the_cache_only(ctx: SynthesisContext) -> None:
         "func f(x: f32[4, 8], w: f32[8, 8], b: f32[8]) -> y: f32[4, 8] {\n"
         "    y = relu(add(matmul(x, w), b))\n}\n"
     )
-    spec = _program(ctx, text).spec
+    spec = past_forced(_program(ctx, text).spec, ctx)
     moves = [a for a in spec_actions(spec, ctx) if isinstance(a, MoveAction)]
     assert moves
     assert {m.dest.level.addressed for m in moves} == {False}

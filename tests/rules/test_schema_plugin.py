@@ -25,7 +25,7 @@ from morello.nodes import LoopAction
 from morello.plugins import Plugins
 from morello.rules.rewrites import SchemaRule
 from morello.rules.schemas import TileOut
-from morello.search.expand import spec_actions
+from morello.search.expand import past_forced, spec_actions
 from morello.search.solve import synthesize
 from morello.spec import Spec
 
@@ -67,8 +67,9 @@ def _ctx(target_name: str, tmp_path: Path, text: str) -> SynthesisContext:
 
 
 def _spec(ctx: SynthesisContext, m: int) -> Spec:
+    """The product's Spec, past a residency in an L2 (where the target has one)."""
     text = f"func f(a: f32[{m}, 8], b: f32[8, 8]) -> c: f32[{m}, 8] {{\n    c = matmul(a, b)\n}}\n"
-    return build_program(parse_spec_file("<f>", text).funcs[0], ctx).spec
+    return past_forced(build_program(parse_spec_file("<f>", text).funcs[0], ctx).spec, ctx)
 
 
 def test_rule_file_uses_a_schema_and_a_size_policy_from_a_plugin(

@@ -24,7 +24,7 @@ from morello.lang.rule_file import parse_rule_file
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import BlockAction
 from morello.search.exhaustive import exhaustive_search
-from morello.search.expand import spec_actions
+from morello.search.expand import past_forced, spec_actions, under_forced
 from morello.search.solve import synthesize
 
 VIA_TEMP = "rewrite via_temp: matmul(a, b) -> c => { t = matmul(a, b); c = move(t) }\n"
@@ -75,7 +75,8 @@ def test_temporary_errors_are_located(text: str, message: str) -> None:
 def test_search_offers_the_temporary_at_every_addressed_level(
     temp_ctx: SynthesisContext,
 ) -> None:
-    spec = _program(temp_ctx, 4, 4, 4).spec
+    # (past a residency in an L2, where the target has one: the operands are then there)
+    spec = past_forced(_program(temp_ctx, 4, 4, 4).spec, temp_ctx)
     blocks = [
         a
         for a in spec_actions(spec, temp_ctx)
@@ -87,10 +88,11 @@ def test_search_offers_the_temporary_at_every_addressed_level(
         for name, ts in b.temporaries
     )
     addressed = [lv for lv in temp_ctx.target.levels if lv.addressed]
-    # A temporary is laid out like the output; in main memory the row-major temporary would
-    # be the output itself (no progress), so it is offered at the other addressed levels.
-    main = temp_ctx.target.levels[0].name
-    assert {level for level, _, _ in placed} == {lv.name for lv in addressed} - {main}
+    # A temporary is laid out like the output; at the output's level the row-major
+    # temporary would be the output itself (no progress), so it is offered at the other
+    # addressed levels (main memory too, for an output resident in an L2).
+    here = spec.output.level.name
+    assert {level for level, _, _ in placed} == {lv.name for lv in addressed} - {here}
     assert {name for _, name, _ in placed} <= {"row_major", "-"}
     for b in blocks:
         ((_, temp),) = b.temporaries
@@ -129,7 +131,7 @@ def test_every_placement_of_the_temporary_compiles_and_matches_numpy(
     compiled = set()
     for n in sorted({4, widest}):
         program = _program(temp_ctx, 2, 2, n)
-        spec = program.spec
+        spec = past_forced(program.spec, temp_ctx)
         blocks = [
             a
             for a in spec_actions(spec, temp_ctx)
@@ -140,12 +142,16 @@ def test_every_placement_of_the_temporary_compiles_and_matches_numpy(
                 stages = [synthesize(stage, stage_ctx, memo)[0] for stage in block.stages]
             except NoImplementationError:  # e.g. a column-major vector tile no kernel reads
                 continue
-            impl = Impl(
-                spec,
-                block,
-                tuple(stages),
-                block.cost(spec, [s.cost for s in stages], temp_ctx),
-                block.peaks(spec, [s.peaks for s in stages], temp_ctx),
+            impl = under_forced(
+                program.spec,
+                temp_ctx,
+                lambda spec, block=block, stages=stages: Impl(
+                    spec,
+                    block,
+                    tuple(stages),
+                    block.cost(spec, [s.cost for s in stages], temp_ctx),
+                    block.peaks(spec, [s.peaks for s in stages], temp_ctx),
+                ),
             )
             source = lower_to_c("f", [(program, impl)], temp_ctx)
             lib = compile_shared(source.c_text, temp_ctx.target, tmp_path / f"{n}_{i}")
@@ -153,7 +159,8 @@ def test_every_placement_of_the_temporary_compiles_and_matches_numpy(
             assert block.describe().startswith(f"via_temp: block of 2, temporary f32[2, {n}] @")
             ((_, temp),) = block.temporaries
             compiled.add(temp.level.name)
-    # Not main memory: laid out like the output, the temporary there would be the output.
-    # (Temporaries in main memory are compiled by the graph tests: pipelined intermediates.)
-    main = temp_ctx.target.levels[0].name
-    assert compiled == {lv.name for lv in temp_ctx.target.levels if lv.addressed} - {main}
+    # Not the output's level: laid out like the output, the temporary there would be the
+    # output. (Temporaries in main memory are compiled by the graph tests too: pipelined
+    # intermediates.)
+    here = past_forced(program.spec, temp_ctx).output.level.name
+    assert compiled == {lv.name for lv in temp_ctx.target.levels if lv.addressed} - {here}

@@ -24,14 +24,15 @@ SOURCES = {
 
 
 def _spec(ctx: SynthesisContext, name: str, cache_lines: int | None = None) -> Spec:
-    """The function's Spec; with ``cache_lines``, every cache level's limit lowered to it
-    (a small cache fills up in small Specs, which is where operands get stranded)."""
+    """The function's Spec; with ``cache_lines``, the limit of every cache level that
+    operands are moved into lowered to it (a small cache fills up in small Specs, which is
+    where operands get stranded; a cache holding whole Specs, an L2, keeps its size)."""
     (func,) = parse_spec_file(f"<{name}>", SOURCES[name]).funcs
     spec = build_program(func, ctx).spec
     if cache_lines is None:
         return spec
     limits = tuple(
-        n if i == 0 or lv.counts_registers else min(n, cache_lines)
+        n if i == 0 or lv.counts_registers or lv.whole_specs else min(n, cache_lines)
         for i, (lv, n) in enumerate(zip(ctx.target.levels, spec.limits, strict=True))
     )
     return attrs.evolve(spec, limits=limits)

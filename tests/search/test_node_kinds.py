@@ -28,6 +28,7 @@ from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import LoopAction
 from morello.nodes.base import NodeBase
 from morello.rules.schemas import tile_tensor
+from morello.search.expand import past_forced
 from morello.search.solve import synthesize
 from morello.spec import Spec
 
@@ -121,10 +122,12 @@ def test_new_node_kind_is_searched_stored_printed_and_compiled(
 def test_each_node_kind_prices_itself(backward_ctx: SynthesisContext) -> None:
     ctx = backward_ctx
     program = build_program(parse_spec_file("<f>", SPEC).funcs[0], ctx)
-    (backward,) = BackwardRows().actions(program.spec, ctx)
+    # Past a residency in an L2 (where the target has one), whose steps a loop would fill once.
+    spec = past_forced(program.spec, ctx)
+    (backward,) = BackwardRows().actions(spec, ctx)
     forward = LoopAction("tile_out", backward.var, 8, 2, backward.body, None)
-    assert backward.cost(program.spec, [100], ctx) == 100
-    assert forward.cost(program.spec, [100], ctx) == 200
+    assert backward.cost(spec, [100], ctx) == 100
+    assert forward.cost(spec, [100], ctx) == 200
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.nodes import InitLoopAction, LoopAction
 from morello.search.exhaustive import exhaustive_search
-from morello.search.expand import action_for, spec_actions
+from morello.search.expand import action_for, past_forced, spec_actions, under_forced
 from morello.search.solve import synthesize
 from morello.spec import Spec
 
@@ -41,12 +41,18 @@ def _matmul(m: int, k: int, n: int) -> str:
     return f"func f(a: f32[{m}, {k}], b: f32[{k}, {n}]) -> c: f32[{m}, {n}] {{ c = matmul(a, b) }}"
 
 
+def _spec(text: str, ctx: SynthesisContext) -> Spec:
+    """The function's Spec, past a residency in an L2 where the target has one and the Spec
+    fits there (the output resident in such a cache still counts as memory for ``into``)."""
+    return past_forced(_program(text, ctx).spec, ctx)
+
+
 def _inits(spec: Spec, ctx: SynthesisContext) -> list[InitLoopAction]:
     return [a for a in spec_actions(spec, ctx) if isinstance(a, InitLoopAction)]
 
 
 def test_offered_for_a_non_accumulating_spec_in_memory(ctx: SynthesisContext) -> None:
-    spec = _program(_matmul(4, 200, 8), ctx).spec
+    spec = _spec(_matmul(4, 200, 8), ctx)
     inits = _inits(spec, ctx)
     # Steps from 64 (core.rules' pow2_from64) that leave two trips or more: 64 only.
     assert [(a.var, a.step, a.trips) for a in inits] == [("k", 64, 3)]
@@ -60,7 +66,7 @@ def test_offered_for_a_non_accumulating_spec_in_memory(ctx: SynthesisContext) ->
 
 
 def test_not_offered_for_accumulating_specs_or_outputs_in_caches(ctx: SynthesisContext) -> None:
-    spec = _program(_matmul(4, 256, 8), ctx).spec
+    spec = _spec(_matmul(4, 256, 8), ctx)
     assert _inits(spec, ctx)
     accumulating = Spec(spec.op, spec.operands, True, spec.limits, spec.serial)
     assert not _inits(accumulating, ctx)
@@ -75,7 +81,7 @@ def test_not_offered_for_accumulating_specs_or_outputs_in_caches(ctx: SynthesisC
 
 
 def test_cost_is_the_first_step_then_the_loop_of_the_body(ctx: SynthesisContext) -> None:
-    spec = _program(_matmul(4, 256, 8), ctx).spec
+    spec = _spec(_matmul(4, 256, 8), ctx)
     (loop,) = [a for a in _inits(spec, ctx) if a.step == 64]
     plain = LoopAction("split", "k", 64, 4, loop.body, None)
     first, body = 1000, 300
@@ -83,7 +89,7 @@ def test_cost_is_the_first_step_then_the_loop_of_the_body(ctx: SynthesisContext)
 
 
 def test_decision_round_trips_through_the_memo_table(ctx: SynthesisContext) -> None:
-    spec = _program(_matmul(4, 200, 8), ctx).spec
+    spec = _spec(_matmul(4, 200, 8), ctx)
     for action in _inits(spec, ctx):
         assert decision_of(action)[0] == "init_loop"
         assert action_for(spec, decision_of(action), ctx) == action
@@ -108,7 +114,7 @@ def test_dp_equals_the_oracle_with_split_init(
     every_step: SynthesisContext, m: int, k: int, n: int
 ) -> None:
     ctx = every_step
-    spec = _program(_matmul(m, k, n), ctx).spec
+    spec = _spec(_matmul(m, k, n), ctx)
     assert _inits(spec, ctx), "the tiny Spec must be offered split_init"
     best = exhaustive_search(spec, ctx, max_trees=30_000)
     impl, _ = synthesize(spec, ctx, {})
@@ -116,7 +122,12 @@ def test_dp_equals_the_oracle_with_split_init(
 
 
 def _forced(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
-    """``spec`` implemented by its split_init loop of ``step``, the children by the DP."""
+    """``spec`` implemented by its split_init loop of ``step`` (below a residency, if any),
+    the children by the DP."""
+    return under_forced(spec, ctx, lambda below: _forced_at(below, ctx, step))
+
+
+def _forced_at(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
     (loop,) = [a for a in _inits(spec, ctx) if a.step == step]
     memo: dict[Spec, object] = {}
     children = tuple(synthesize(child, ctx, memo)[0] for child in loop.children)
