@@ -10,7 +10,8 @@ the masks and the bf16 pair dot product, not from the width.
 Per core: 32 zmm registers of 16 f32 lanes, 32 KiB 8-way L1D (as Zen 1's), 1 MiB L2; an FMA's
 result is ready 4 cycles after it issues. The memory and cost model is zen1's (one zmm FMA or
 one zmm load a cycle here, as one ymm FMA or one ymm load a cycle there), with the shorter
-FMA latency; the kernels and the 7 x 2^k tile sizes are spr's (``x86_avx512``).
+FMA latency and the L2, which holds whole Specs (residency, ``morello.nodes.reside``); the
+kernels and the 7 x 2^k tile sizes are spr's (``x86_avx512``).
 
 GCC 12 has no ``-march=znver4``: the code is compiled for ``x86-64-v4`` (AVX-512F/BW/CD/DQ/VL
 on top of AVX2, FMA, BMI2) plus ``-mavx512bf16``, tuned for Zen 3, the nearest GCC 12 knows.
@@ -29,7 +30,19 @@ ZEN4 = Target(
     name="zen4",
     description="AMD Zen 4 (AVX-512F/BW/VL, AVX512_BF16; 512-bit ops in two halves)",
     levels=(
-        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",)),
+        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1", "L2")),
+        # 1 MiB, filled by the hardware: a Spec whose main-memory operands fit here together
+        # is resident, and its reads after the first are priced at this level, not at main
+        # memory's (BENCHMARKS.md, "zen4: the AVX-512 target on its own CPU": without it the
+        # model priced a strip's re-reads of A as main-memory lines and chose a slower nest).
+        MemoryLevel(
+            name="L2",
+            capacity=1 << 20,
+            line_bytes=64,
+            addressed=False,
+            whole_specs=True,
+            moves_to=("L1",),
+        ),
         # 32 KiB, 8-way, 64-byte lines: zen1's L1, so the same packing decisions apply.
         zen1.ZEN1.level("L1"),
         # The zmm registers and the scalars are one physical file, as on spr; declared as two,
@@ -70,4 +83,9 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         return None
     defaults = zen1.morello_cost_coefficients(zen1.ZEN1)
     assert defaults is not None
-    return attrs.evolve(defaults, chain_latency={**defaults.chain_latency, "VRF": 4})
+    return attrs.evolve(
+        defaults,
+        # An L2 line costs 6, against 2 for the L1 and 20 for main memory.
+        level_hit={**defaults.level_hit, "L2": 6},
+        chain_latency={**defaults.chain_latency, "VRF": 4},
+    )

@@ -28,10 +28,18 @@ def test_zen4_is_installed_through_the_entry_point_group() -> None:
     assert installed["zen4"].plugin == "zen4"
 
 
-def test_zen4_levels_zen1s_l1_and_32_zmm_registers(zen4: Target) -> None:
+def test_zen4_levels_an_l2_zen1s_l1_and_32_zmm_registers(zen4: Target) -> None:
     zen1 = Plugins().target("zen1")
-    assert [lv.name for lv in zen4.levels] == ["GL", "L1", "VRF", "RF"]
-    l1, vrf = zen4.level("L1"), zen4.level("VRF")
+    assert [lv.name for lv in zen4.levels] == ["GL", "L2", "L1", "VRF", "RF"]
+    l2, l1, vrf = zen4.level("L2"), zen4.level("L1"), zen4.level("VRF")
+    # The L2 holds whole Specs (residency); nothing is moved into it one operand at a time.
+    assert (l2.capacity, l2.whole_specs, l2.addressed, l2.moves_to) == (
+        1 << 20,
+        True,
+        False,
+        ("L1",),
+    )
+    assert zen4.level("GL").moves_to == ("L1", "L2")
     assert (l1.capacity, l1.ways, l1.sets) == (zen1.level("L1").capacity, 8, 64)
     assert (vrf.capacity, vrf.unit, vrf.vector_bytes) == (32, "registers", (64,))
     assert zen4.vector_type("f32", 16).c_type == "__m512"
@@ -49,8 +57,9 @@ def test_zen4_coefficients_differ_from_spr_in_fma_latency() -> None:
     zen4, spr = make_context("zen4").coefficients, make_context("spr").coefficients
     assert zen4.chain_latency["VRF"] == 4 == spr.chain_latency["VRF"]
     zen1 = make_context("zen1").coefficients
-    # The memory model is zen1's: a 32 KiB L1 of the same line prices.
-    assert zen4.level_hit == zen1.level_hit and zen4.stream_hit == zen1.stream_hit
+    # The memory model is zen1's (a 32 KiB L1 of the same line prices), plus the L2.
+    assert zen4.level_hit == {**zen1.level_hit, "L2": 6}
+    assert zen4.stream_hit == zen1.stream_hit
 
 
 def test_zen4_flags_compile_its_avx512_code(tmp_path: Path) -> None:
