@@ -109,6 +109,16 @@ def resident_operands(
     return moved, tuple(operands)
 
 
+def not_resident(spec: Spec, ctx: SynthesisContext) -> Spec:
+    """``spec`` with no room in the caches that hold whole Specs, so that neither it nor a
+    Spec below it is resident: a program placed as on a target without such a cache (for
+    tools and tests that force decisions about main memory, such as packing from it)."""
+    limits = list(spec.limits)
+    for idx in ctx.target.whole_specs_levels:
+        limits[idx] = 0
+    return attrs.evolve(spec, limits=tuple(limits))
+
+
 def loop_reuse(spec: Spec, body: Spec, var: str, repeats: int, ctx: SynthesisContext) -> int:
     """The fills that ``repeats`` trips after a loop's first do not pay again.
 

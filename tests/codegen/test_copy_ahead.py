@@ -26,7 +26,8 @@ from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.nodes import InitLoopAction, LoopAction, MoveAction
-from morello.search.expand import spec_actions, under_forced
+from morello.nodes.reside import not_resident
+from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
 from morello.spec import Spec
 
@@ -62,12 +63,9 @@ def _packed(body: Spec, ctx: SynthesisContext, memo: dict[Spec, object], operand
 
 def _packing_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
     """``spec`` as a loop over n in steps of ``step`` whose body packs b (operand 1) into a new
-    buffer in the first cache level; everything below by the DP. (Below a residency in an L2
-    when the target has one and the Spec fits there: ``under_forced``.)"""
-    return under_forced(spec, ctx, lambda below: _packing_loop_at(below, ctx, step))
-
-
-def _packing_loop_at(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
+    buffer in the first cache level; everything below by the DP. (Packing from main memory:
+    where the target has an L2 that holds whole Specs, the Spec is not resident there.)"""
+    spec = not_resident(spec, ctx)
     (loop,) = [
         a
         for a in spec_actions(spec, ctx)
@@ -82,12 +80,9 @@ def _packing_loop_at(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
 
 def _packing_init_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
     """``spec`` as a split_init loop over k in steps of ``step`` whose first step and body
-    both copy their columns of a (strided rows) into a buffer; the rest by the DP (below a
-    residency, as ``_packing_loop``)."""
-    return under_forced(spec, ctx, lambda below: _packing_init_loop_at(below, ctx, step))
-
-
-def _packing_init_loop_at(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
+    both copy their columns of a (strided rows) into a buffer; the rest by the DP (packing
+    from main memory, as ``_packing_loop``)."""
+    spec = not_resident(spec, ctx)
     (loop,) = [
         a for a in spec_actions(spec, ctx) if isinstance(a, InitLoopAction) and a.step == step
     ]

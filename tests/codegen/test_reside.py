@@ -21,7 +21,7 @@ from morello.context import SynthesisContext, make_context
 from morello.cost import access_cost
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import LoopAction, MoveAction, ParallelLoopAction, ResideAction
-from morello.nodes.reside import loop_reuse
+from morello.nodes.reside import loop_reuse, not_resident
 from morello.plugins import Plugins
 from morello.search import only_forced, past_forced, spec_actions, under_forced
 from morello.search.exhaustive import exhaustive_search, impl_problems
@@ -112,6 +112,15 @@ def test_tools_step_past_the_forced_residency(l2ctx: SynthesisContext) -> None:
     assert tree.cost == action.cost(spec, [below.cost], l2ctx)
     assert tree.past_forced() is below
     assert tree == synthesize(spec, l2ctx, {})[0]
+
+
+def test_a_spec_not_resident_is_offered_everything_but_residency(l2ctx: SynthesisContext) -> None:
+    spec = not_resident(_matmul(l2ctx, 4, 4, 8), l2ctx)
+    assert spec.limits[l2ctx.target.level_index("L2")] == 0
+    actions = spec_actions(spec, l2ctx)
+    assert len(actions) > 1 and not any(isinstance(a, ResideAction) for a in actions)
+    impl, _ = synthesize(spec, l2ctx, {})
+    assert not any(isinstance(n.action, ResideAction) for n in impl.walk())
 
 
 def test_a_parallel_spec_may_still_run_in_parallel_below_its_residency(

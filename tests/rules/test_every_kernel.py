@@ -36,9 +36,10 @@ from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.layout import layout_by_name
 from morello.nodes import KernelAction
+from morello.nodes.reside import not_resident
 from morello.rules.index_notation import base_name
 from morello.rules.kernels import PLACEHOLDER, Kernel
-from morello.search.expand import past_forced, spec_actions
+from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
 from morello.spec import Spec, TensorSpec
 
@@ -166,7 +167,11 @@ def find_root(kernel: Kernel, ctx: SynthesisContext) -> tuple[SynthesisContext, 
             impl, _ = synthesize(program.spec, sub_ctx, {})
         except NoImplementationError:
             tried.append(f"{program.spec.describe()}: no implementation")
-            continue
+            # A copy kernel that reads no L2 copies what is not resident there.
+            try:
+                impl, _ = synthesize(not_resident(program.spec, sub_ctx), sub_ctx, {})
+            except NoImplementationError:
+                continue
         if kernel.name in kernels_in(impl):
             return sub_ctx, program, impl
         tried.append(f"{program.spec.describe()}: uses {', '.join(kernels_in(impl))}")
@@ -178,8 +183,8 @@ def find_root(kernel: Kernel, ctx: SynthesisContext) -> tuple[SynthesisContext, 
 
 def test_kernel_matches_its_own_pattern(ctx: SynthesisContext, kernel_name: str) -> None:
     kernel = ctx.ruleset.kernel(kernel_name)
-    # (past a residency in an L2, which moves the operands in memory there together)
-    spec = past_forced(leaf_spec(kernel, ctx), ctx)
+    # (where the target has an L2 holding whole Specs, not resident there: as the pattern says)
+    spec = not_resident(leaf_spec(kernel, ctx), ctx)
     actions = spec_actions(spec, ctx)
     assert any(isinstance(a, KernelAction) and a.kernel == kernel_name for a in actions), (
         f"{kernel_name} does not match its own pattern {spec.describe()}"
