@@ -54,8 +54,8 @@ class MemoryLevel:
             whole Specs (``whole_specs``: what is resident there is buffers in memory, read
             at the cache's price), ``cache`` for other levels without addresses,
             ``vector_registers`` for registers with vector widths and ``registers`` for
-            other registers. A target with two caches may give the outer
-            one another role (or ``""``, none) so that portable kernels read only the inner.
+            other registers. A target with two caches may give the outer one another role
+            (or ``""``, none) so that portable kernels read only the inner.
         shares: register levels whose registers this level's values occupy too. On x86 an
             f32 scalar lives in the low lane of an xmm register, so scalar and vector
             registers are one file of 16 (32 with AVX-512), and so are NEON's: a move into
@@ -109,10 +109,17 @@ class MemoryLevel:
         """The role a level has unless its target says otherwise (see ``role``)."""
         if self.counts_registers:
             return "vector_registers" if self.vector_bytes else "registers"
-        return "memory" if self.addressed or self.whole_specs else "cache"
+        return "memory" if self.holds_buffers else "cache"
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def holds_buffers(self) -> bool:
+        """Whether what lives at this (byte-counted) level is buffers in memory: an addressed
+        level, or a cache holding whole Specs, whose resident data is main memory's buffers
+        read at the cache's price. Such a level is ``memory`` to rule files (roles, ``into``)."""
+        return self.addressed or self.whole_specs
 
     @property
     def counts_registers(self) -> bool:

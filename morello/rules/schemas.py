@@ -67,7 +67,7 @@ def level_kind(level: MemoryLevel) -> str:
     """Which of LEVEL_KINDS ``level`` is."""
     if level.counts_registers:
         return "registers"
-    return "memory" if level.addressed or level.whole_specs else "cache"
+    return "memory" if level.holds_buffers else "cache"
 
 
 #: A size policy: the loop steps offered for an extent (each below it), in increasing order.
