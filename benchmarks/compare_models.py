@@ -3,8 +3,9 @@
 ``morello fidelity`` ranks each model's own cheapest programs, so two models are judged on
 different lists and their Kendall's tau cannot be compared. This script builds one pool, the
 ``--top`` cheapest programs under each model (``cheapest_programs``, programs with the same C
-counted once), times every program of it once, in one batch, and reports for each model how
-its costs order those times: Kendall's tau and Spearman's rho, the time of the program it
+counted once), times every program of it once, in one batch (on ``--placements`` placements
+of its buffers, as ``fidelity`` does), and reports for each model how its costs order those
+times: Kendall's tau and Spearman's rho, the time of the program it
 chooses, and how far that is from the fastest in the pool.
 
 Model A is the target's coefficients as every command gets them (set
@@ -84,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", "-t", default="zen1")
     parser.add_argument("--top", type=int, default=30, help="programs per model (default 30)")
     parser.add_argument("--repeats", type=int, default=5, help="timing rounds (default 5)")
+    parser.add_argument(
+        "--placements",
+        type=int,
+        default=4,
+        help="buffer placements each program is timed on, as bench and fidelity (default 4)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     args = parser.parse_args(argv)
     try:
@@ -97,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.spec} has {len(funcs)} functions; give it one")
         program = build_program(funcs[0], base)
         impls = pool(program, [base, other], args.top)
-        seconds = [t.median for t in time_impls(program, impls, base, args.repeats)]
+        timings = time_impls(program, impls, base, args.repeats, placements=args.placements)
+        seconds = [t.median for t in timings]
     except (OSError, ValueError, MorelloError) as e:
         print(f"compare_models: {e}", file=sys.stderr)
         return 2

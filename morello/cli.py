@@ -484,7 +484,8 @@ FIDELITY_DESCRIPTION = """\
 How well the cost model ranks programs: for each function of the spec file, its --top
 cheapest programs under the model, each compiled, checked against NumPy and timed like
 bench (a C loop on the same buffers, batches of all the programs taken in turn, the median
-of --repeats).
+of --repeats), on --placements placements of the buffers within a page as bench times ours,
+each program's time the median placement's.
 
 The programs come from a pool: the exact cheapest predicted costs (a lazy k-best search
 over the memo table) and random programs near the chosen one (about two decisions drawn at
@@ -530,6 +531,14 @@ def _fidelity_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per batch (default 0.02)",
     )
+    p.add_argument(
+        "--placements",
+        type=int,
+        default=4,
+        metavar="N",
+        help="buffer placements within a page to time each program on, as bench does; "
+        "each program's time is the median placement's (default 4; 1: where NumPy puts them)",
+    )
     _add_table_and_rules(p)
     return p
 
@@ -538,9 +547,10 @@ def _fidelity_main(argv: Sequence[str]) -> int:
     args = _parse(_fidelity_parser(), argv)
     if isinstance(args, int):
         return args
-    if args.top < 1 or args.repeats < 1 or args.spacing < 0:
+    if args.top < 1 or args.repeats < 1 or args.placements < 1 or args.spacing < 0:
         print(
-            "morello fidelity: error: --top and --repeats must be 1 or more, --spacing 0 or more",
+            "morello fidelity: error: --top, --repeats and --placements must be 1 or more, "
+            "--spacing 0 or more",
             file=sys.stderr,
         )
         return ExitCode.USAGE_ERROR
@@ -567,6 +577,7 @@ def _fidelity_main(argv: Sequence[str]) -> int:
                         args.min_batch,
                         args.spacing,
                         (lambda impl: format_impl(impl, ctx)) if args.trees else None,
+                        args.placements,
                     )
                 )
                 table.release()

@@ -78,6 +78,22 @@ def placement(index: int, operand: int) -> int:
     return ((index * 31 + operand * 17 + 3) * 2654435761 >> 11) % 64 * 64
 
 
+def placement_count(program: Program, wanted: int = PLACEMENTS) -> int:
+    """How many of the ``wanted`` placements to time ``program`` on: at least one, and no
+    more than ``PLACEMENT_BYTES`` of buffers."""
+    return max(1, min(wanted, PLACEMENT_BYTES // max(1, bytes_per_call(program))))
+
+
+def median_placement(placed: Sequence[Timing]) -> Timing:
+    """One timing of a function timed on several placements: the median placement's median,
+    and the spread over every batch of every placement."""
+    return Timing(
+        statistics.median(t.median for t in placed),
+        min(t.low for t in placed),
+        max(t.high for t in placed),
+    )
+
+
 def timing_buffers(
     program: Program, ctx: SynthesisContext, where: int | None = None
 ) -> tuple[list[Any], list[Any]]:
@@ -219,7 +235,7 @@ def _time_with_peers(
     want, allowed = reference(program, inputs, ctx), tolerance(program, inputs, ctx)
     folder = workdir / program.name
     handle = ctypes.CDLL(str(lib))
-    count = max(1, min(PLACEMENTS, PLACEMENT_BYTES // max(1, bytes_per_call(program))))
+    count = placement_count(program)
     sets = [timing_buffers(program, ctx, where) for where in range(count)]
     ours = [timed_batch(handle, program.name, ptrs) for _, ptrs in sets]
     with (
@@ -246,11 +262,7 @@ def _row(
     assert isinstance(sizes, dict)
     flops = opdef.flops(sizes)
     nbytes = bytes_per_call(program)
-    # Ours: the median placement's median, and the spread over every batch of every one.
-    medians = sorted(t.median for t in placed)
-    mine = Timing(
-        statistics.median(medians), min(t.low for t in placed), max(t.high for t in placed)
-    )
+    mine = median_placement(placed)
     timed = [p for p in peers if isinstance(p, PeerTiming)]
     best = min(timed, key=lambda p: p.timing.median, default=None)
     footprint_gbps = limits_bench.bandwidth_gbps(nbytes, repeats=3)

@@ -5,7 +5,9 @@
 plus random programs near the chosen one), keeping only programs at least 1% apart in
 predicted cost, compiles them into one library next to a timing loop for each, checks each
 against NumPy and times them all like ``bench`` does, their batches taken in turn
-(``measure_interleaved``). Then it compares the two orders: Kendall's tau and Spearman's rho
+(``measure_interleaved``), each on the same four placements of its buffers within a page as
+``bench`` (``time_impls_placed``: where the buffers lie can halve one program's speed and not
+its rival's), each program's time the median placement's. Then it compares the two orders: Kendall's tau and Spearman's rho
 between predicted cost and measured time, where the measured-fastest program sits in the
 predicted order, and how much faster it is than the chosen one (rank 0).
 
@@ -25,7 +27,15 @@ from typing import Any
 
 import attrs
 
-from morello.codegen.bench import require_native, timed_batch, timing_buffers, timing_harness
+from morello.codegen.bench import (
+    PLACEMENTS,
+    median_placement,
+    placement_count,
+    require_native,
+    timed_batch,
+    timing_buffers,
+    timing_harness,
+)
 from morello.codegen.c import lower_function
 from morello.codegen.compile import compile_shared, scratch_folder
 from morello.codegen.harness import check
@@ -89,17 +99,43 @@ def time_impls(
     repeats: int = 5,
     min_batch_s: float = 0.02,
     workdir: Path | None = None,
+    placements: int = 1,
 ) -> list[Timing]:
     """Seconds per call of each Impl of ``program``, after checking each against NumPy.
 
     All are compiled into one library (function ``<name>_r<i>`` for the ``i``-th) and timed
-    on the same buffers, in turn.
+    on the same buffers, in turn; with ``placements`` above 1, on that many placements of the
+    buffers within a page as ``bench`` times (``time_impls_placed``), each Impl's timing the
+    median placement's.
 
     Raises:
         CheckFailed: an Impl computes a wrong answer.
         MorelloError: the target's code does not run natively here.
     """
+    placed = time_impls_placed(program, impls, ctx, repeats, min_batch_s, workdir, placements)
+    return [median_placement(p) for p in placed]
+
+
+def time_impls_placed(
+    program: Program,
+    impls: Sequence[Impl],
+    ctx: SynthesisContext,
+    repeats: int = 5,
+    min_batch_s: float = 0.02,
+    workdir: Path | None = None,
+    placements: int = 1,
+) -> list[list[Timing]]:
+    """``time_impls`` for each placement: per Impl, its timing on each buffer placement.
+
+    With one placement the buffers lie where NumPy puts them (a large array at the same
+    place in a page every time, a small one anywhere); with more, at ``bench.placement``'s
+    offsets (``bench.placement_count`` of them), the same in every run. Where the buffers
+    lie decides 4K aliasing, which can slow one program by half and leave its rival alone,
+    so a ranking timed on one placement may rank the placement. Every batch of every Impl
+    and placement is taken in turn.
+    """
     require_native(ctx.target, "fidelity")
+    count = 1 if placements <= 1 else placement_count(program, placements)
     with scratch_folder("morello-fidelity-", workdir) as folder:
         variants = [attrs.evolve(program, name=f"{program.name}_r{i}") for i in range(len(impls))]
         source = lower_to_c("fidelity", list(zip(variants, impls, strict=True)), ctx)
@@ -108,11 +144,12 @@ def time_impls(
         for v in variants:
             check(lib_path, v, ctx)
         lib = ctypes.CDLL(str(lib_path))
-        bufs, ptrs = timing_buffers(program, ctx)  # one set for all: they compute the same
-        batches = [timed_batch(lib, v.name, ptrs) for v in variants]
+        # One set of buffers per placement, shared by every Impl: they compute the same.
+        sets = [timing_buffers(program, ctx, None if count == 1 else w) for w in range(count)]
+        batches = [timed_batch(lib, v.name, ptrs) for v in variants for _, ptrs in sets]
         timings = measure_interleaved(batches, repeats, min_batch_s)
-        del bufs
-        return timings
+        del sets
+        return [timings[i * count : (i + 1) * count] for i in range(len(impls))]
 
 
 def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:
@@ -148,11 +185,14 @@ def fidelity(
     min_batch_s: float = 0.02,
     spacing: float = 0.01,
     describe: Callable[[Impl], str] | None = None,
+    placements: int = PLACEMENTS,
 ) -> dict[str, Any]:
     """The fidelity report of one function: its ``top`` cheapest programs, timed, and how
     the model's order agrees with the measured one (``rank_agreement``'s keys, plus
-    ``programs``: rank, cost, seconds and spread for each, and its Impl tree as text where
-    ``describe`` is given; and ``flops``).
+    ``programs``: rank, cost, seconds and spread for each, its median on each buffer
+    placement, and its Impl tree as text where ``describe`` is given; and ``flops`` and
+    ``placements``, how many placements each program was timed on: ``placements`` asked,
+    fewer where their buffers would be too large; see ``time_impls_placed``).
 
     Raises:
         MorelloError: SciPy is missing, or the code does not run natively here.
@@ -166,7 +206,8 @@ def fidelity(
         ) from None
     require_native(ctx.target, "fidelity")
     impls = cheapest_programs(program, ctx, memo, top, spacing)
-    timings = time_impls(program, impls, ctx, repeats, min_batch_s)
+    placed = time_impls_placed(program, impls, ctx, repeats, min_batch_s, None, placements)
+    timings = [median_placement(p) for p in placed]
     opdef = ctx.ruleset.ops.get(program.spec.op)
     flops = None
     if opdef is not None:
@@ -179,6 +220,7 @@ def fidelity(
         top=top,
         spacing=spacing,
         flops=flops,
+        placements=len(placed[0]),
         programs=[
             {
                 "rank": n,
@@ -186,10 +228,11 @@ def fidelity(
                 "seconds": t.median,
                 "seconds_low": t.low,
                 "seconds_high": t.high,
+                "placements": [pt.median for pt in p],
                 "gflops": flops / t.median / 1e9 if flops else None,
                 **({"impl": describe(impl)} if describe else {}),
             }
-            for n, (impl, t) in enumerate(zip(impls, timings, strict=True))
+            for n, (impl, t, p) in enumerate(zip(impls, timings, placed, strict=True))
         ],
     )
     return report

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 from pathlib import Path
 
 import pytest
 
 from morello.cli import main
-from morello.codegen.fidelity import cheapest_programs, rank_agreement
+from morello.codegen import bench
+from morello.codegen.fidelity import (
+    cheapest_programs,
+    rank_agreement,
+    time_impls,
+    time_impls_placed,
+)
+from morello.codegen.timing import Timing
 from morello.context import SynthesisContext
 from morello.errors import ExitCode
 from morello.lang.spec_file import Program, build_program, parse_spec_file
@@ -87,6 +95,40 @@ def test_cli_fidelity_json(
     for a, b in itertools.pairwise(progs):
         assert b["cost"] >= a["cost"] * 1.05
     assert f"cost {progs[0]['cost']}" in progs[0]["impl"].splitlines()[0]
+    # Timed on bench's four placements of the buffers, each program by the median one.
+    assert rep["placements"] == bench.PLACEMENTS
+    for p in progs:
+        assert len(p["placements"]) == bench.PLACEMENTS
+        assert p["seconds"] == statistics.median(p["placements"])
+        assert p["seconds_low"] <= min(p["placements"])
+        assert p["seconds_high"] >= max(p["placements"])
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+def test_time_impls_on_placements(ctx: SynthesisContext) -> None:
+    program = _program(ctx, 8, 16, 16)
+    impls = cheapest_programs(program, ctx, {}, top=2, samples=50)
+    one = time_impls_placed(program, impls, ctx, repeats=1, min_batch_s=0.0001)
+    assert [len(p) for p in one] == [1] * len(impls)
+    three = time_impls_placed(program, impls, ctx, 1, 0.0001, placements=3)
+    assert [len(p) for p in three] == [3] * len(impls)
+    merged = time_impls(program, impls, ctx, 1, 0.0001, placements=3)
+    assert all(t.median > 0 for t in merged)
+
+
+def test_median_placement_and_placement_count(
+    ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed = [Timing(3.0, 2.0, 4.0), Timing(1.0, 0.5, 1.5), Timing(2.0, 1.8, 9.0)]
+    assert bench.median_placement(placed) == Timing(2.0, 0.5, 9.0)
+    program = _program(ctx, 16, 16, 16)  # 3 KiB of buffers
+    assert bench.placement_count(program) == bench.PLACEMENTS
+    assert bench.placement_count(program, 2) == 2
+    monkeypatch.setattr(bench, "PLACEMENT_BYTES", 2 * bench.bytes_per_call(program))
+    assert bench.placement_count(program) == 2
+    monkeypatch.setattr(bench, "PLACEMENT_BYTES", 1)
+    assert bench.placement_count(program) == 1  # one at least
 
 
 def test_cli_fidelity_rejects_bad_numbers(
@@ -96,7 +138,11 @@ def test_cli_fidelity_rejects_bad_numbers(
     _, err = capsys.readouterr()
     assert code == ExitCode.USAGE_ERROR
     assert err.strip() == (
-        "morello fidelity: error: --top and --repeats must be 1 or more, --spacing 0 or more"
+        "morello fidelity: error: --top, --repeats and --placements must be 1 or more, "
+        "--spacing 0 or more"
+    )
+    assert main(["fidelity", "--placements", "0", str(tmp_path / "x.lark")]) == (
+        ExitCode.USAGE_ERROR
     )
 
 
