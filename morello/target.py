@@ -249,6 +249,10 @@ class CostCoefficients:
     coefficient or per line touched at a level: ``{"load": {"vector_load": 1, "L1": 0}}``.
     A kernel's terms priced by a resource leave the additive sum, and the work inside a
     register tile costs its busiest resource (``morello.cost``). Empty: purely additive.
+    A resource named ``chain`` (its prices empty) is the wait on accumulator chains: a
+    reduction loop over register accumulators uses it for ``chain_latency`` per trip,
+    whatever the number of accumulators, so a step costs at least the latency of the
+    accumulations it depends on instead of adding a share of it (``morello.nodes.loop``).
     """
 
     level_hit: Mapping[str, int] = attrs.field(converter=lambda m: dict(sorted(m.items())))

@@ -7,9 +7,10 @@ predicted cost, compiles them into one library next to a timing loop for each, c
 against NumPy and times them all like ``bench`` does, their batches taken in turn
 (``measure_interleaved``), each on the same four placements of its buffers within a page as
 ``bench`` (``time_impls_placed``: where the buffers lie can halve one program's speed and not
-its rival's), each program's time the median placement's. Then it compares the two orders: Kendall's tau and Spearman's rho
-between predicted cost and measured time, where the measured-fastest program sits in the
-predicted order, and how much faster it is than the chosen one (rank 0).
+its rival's), each program's time the median placement's. Then it compares the two orders:
+Kendall's tau and Spearman's rho between predicted cost and measured time, where the
+measured-fastest program sits in the predicted order, and how much faster it is than the
+chosen one (rank 0).
 
 Why not simply the N cheapest trees: on a 64^3 product the 1,000 cheapest trees all have
 the chosen one's cost (the loops that store a register tile nest many ways, and most print

@@ -18,7 +18,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, shift_views
-from morello.cost import combine, lines_and_runs
+from morello.cost import Cost, combine, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
@@ -63,9 +63,33 @@ class LoopAction(NodeBase):
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """Trips times the body, the tail once, chain latency and stream restarts, less the
-        cache fills that later trips do not repeat."""
+        cache fills that later trips do not repeat.
+
+        Where the target declares a ``chain`` resource, a reduction loop over register
+        accumulators charges it the chain latency for each trip instead: every trip waits
+        for the previous one's sums, however many accumulators share the wait, and the
+        step's cost is then the greater of that wait and its busiest other resource. Only
+        the innermost such loop charges it; the loops around it wait through it.
+        """
         counts = (self.trips, 1) if self.tail is not None else (self.trips,)
-        return combine(spec, child_costs, self.extra_cost(spec, ctx), ctx, counts)
+        total = combine(spec, child_costs, self.extra_cost(spec, ctx), ctx, counts)
+        slot = _chain_slot(ctx)
+        if slot is None or not isinstance(total, Cost) or not self._is_chain(spec, ctx):
+            return total
+        latency = ctx.coefficients.chain_latency[spec.operands[-1].level.name]
+        use = list(total.use)
+        for count, child in zip(counts, child_costs, strict=True):
+            # A step with a reduction loop of its own already waits on these chains.
+            if not (isinstance(child, Cost) and child.use[slot] > 0):
+                use[slot] += count * latency
+        return Cost(total.base, tuple(use))
+
+    def _is_chain(self, spec: Spec, ctx: SynthesisContext) -> bool:
+        """Whether this loop runs along a reduction of accumulators with a chain latency."""
+        out = spec.operands[-1]
+        return bool(ctx.coefficients.chain_latency.get(out.level.name, 0)) and (
+            self.var in ctx.ruleset.ops[spec.op].reduction_vars
+        )
 
     def extra_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
         """What the loop adds to its trips: chain latency and stream restarts, less the cache
@@ -88,6 +112,8 @@ class LoopAction(NodeBase):
         latency = ctx.coefficients.chain_latency.get(out.level.name, 0)
         if latency == 0 or self.var not in ctx.ruleset.ops[spec.op].reduction_vars:
             return 0
+        if _chain_slot(ctx) is not None and out.level.counts_registers:
+            return 0  # the "chain" resource bounds the trips instead (``cost``)
         chains = max(1, memory_units(out, out.level))
         return -(-self.trips * latency // chains)
 
@@ -190,3 +216,11 @@ class LoopAction(NodeBase):
         (``morello.nodes.copy_ahead``); whether the body's loop took the copy's pieces."""
         buffers = ahead.panels(em, copy, at(0)[copy.operand])
         return ahead.later_trips(em, copy, at, self.step, 0, self.trips, buffers)
+
+
+def _chain_slot(ctx: SynthesisContext) -> int | None:
+    """The position of the resource named "chain" in the target's resources, if any."""
+    resources = ctx.coefficients.resources
+    if "chain" not in resources:
+        return None
+    return list(resources).index("chain")

@@ -25,6 +25,7 @@ import pytest
 
 from morello.context import SynthesisContext
 from morello.cost import Cost, combine, work
+from morello.impl import Impl
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import KernelAction, LoopAction, MoveAction
 from morello.search.exhaustive import Frontiers, exhaustive_search
@@ -170,5 +171,66 @@ def test_dp_matches_exhaustive_under_resources(
     spec = _spec(rctx, text)
     best = exhaustive_search(spec, rctx, frontiers=frontiers)
     impl, _ = synthesize(spec, rctx, {})
+    assert best.cost is not None
+    assert impl.cost == best.cost, f"{best.method} of {best.trees} trees"
+
+
+#: ``RESOURCES`` with the wait on accumulator chains as a resource of its own: an FMA's
+#: result ready 5 cycles after it issues, two FMAs a cycle at 3 each, so 30 a trip.
+CHAIN = {**RESOURCES, "chain": {}}
+
+
+@pytest.fixture(scope="module")
+def cctx(ctx: SynthesisContext) -> SynthesisContext:
+    """``ctx`` with ``CHAIN`` and chain latencies in the resources' units."""
+    coeffs = attrs.evolve(ctx.coefficients, resources=CHAIN, chain_latency={"VRF": 30, "RF": 18})
+    return attrs.evolve(ctx, coefficients=coeffs)
+
+
+def _k_loops(impl: Impl) -> list[Impl]:
+    return [n for n in impl.walk() if isinstance(n.action, LoopAction) and n.action.var == "k"]
+
+
+def test_chain_resource_bounds_a_step_by_its_latency(cctx: SynthesisContext) -> None:
+    # 4x8: 4 FMAs a step, 12 at the FMAs' price, wait 30 for the previous step's sums.
+    small = _k_loops(synthesize(_tile(cctx, 4, 16, 8), cctx, {})[0])[0]
+    fp, _, _, chain = small.cost.use
+    assert chain == small.action.trips * 30
+    assert chain > fp and small.cost == small.cost.base + chain
+    # 4x24: 12 FMAs a step, 36, so the FMAs bound it and the wait hides under them.
+    big = _k_loops(synthesize(_tile(cctx, 4, 16, 24), cctx, {})[0])[0]
+    fp, _, _, chain = big.cost.use
+    assert chain == big.action.trips * 30 < fp
+    assert big.cost == big.cost.base + fp
+    # The wait is not also added to the base, as the additive model's share of it is.
+    assert big.action.extra_cost(big.spec, cctx) == 0
+
+
+def test_chain_is_charged_by_the_innermost_reduction_loop(cctx: SynthesisContext) -> None:
+    # A loop's cost reads of its Spec only the output's level and the op (zen1 has no
+    # whole-Spec cache, and a loop over registers restarts no streams), so one step's Spec
+    # stands in for the loops' own here.
+    step_spec = _tile(cctx, 4, 1, 24)
+    step, _ = synthesize(step_spec, cctx, {})
+    assert step.cost.use[3] == 0  # no loop in one step of k
+    four = LoopAction("split", "k", 1, 4, step_spec, None).cost(step_spec, [step.cost], cctx)
+    assert four.use[3] == 4 * 30
+    eight = LoopAction("split", "k", 4, 2, step_spec, None).cost(step_spec, [four], cctx)
+    assert eight.use[3] == 8 * 30  # 2 trips of the inner loop's 4 waits, nothing more
+    assert eight.use == tuple(2 * u for u in four.use)
+    # A tail with no loop of its own waits once more.
+    tailed = LoopAction("split", "k", 1, 4, step_spec, step_spec)
+    assert tailed.cost(step_spec, [step.cost, step.cost], cctx).use[3] == 5 * 30
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 4, 8), (4, 8, 24), (2, 8, 16)])
+def test_dp_matches_exhaustive_with_chains(m: int, k: int, n: int, cctx: SynthesisContext) -> None:
+    text = (
+        f"func f(a: f32[{m}, {k}] @L1, b: f32[{k}, {n}] @L1) -> c: f32[{m}, {n}] @L1 {{\n"
+        "    c = matmul(a, b)\n}\n"
+    )
+    spec = _spec(cctx, text)
+    best = exhaustive_search(spec, cctx, frontiers=Frontiers(cctx))
+    impl, _ = synthesize(spec, cctx, {})
     assert best.cost is not None
     assert impl.cost == best.cost, f"{best.method} of {best.trees} trees"
