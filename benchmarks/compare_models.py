@@ -5,8 +5,8 @@ different lists and their Kendall's tau cannot be compared. This script builds o
 ``--top`` cheapest programs under each model (``cheapest_programs``, programs with the same C
 counted once), times every program of it once, in one batch (on ``--placements`` placements
 of its buffers, as ``fidelity`` does), and reports for each model how its costs order those
-times: Kendall's tau and Spearman's rho, the time of the program it
-chooses, and how far that is from the fastest in the pool.
+times: Kendall's tau and Spearman's rho, the time of the program it chooses, and how far that
+is from the fastest in the pool.
 
 Model A is the target's coefficients as every command gets them (set
 ``MORELLO_CALIBRATION=off`` for the plugin's defaults); model B is model A with the fields of

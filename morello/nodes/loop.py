@@ -108,12 +108,12 @@ class LoopAction(NodeBase):
         Each trip waits for the previous trip's sums; the output's registers are independent
         chains that overlap, so the wait per trip is the level's latency over their number.
         """
-        out = spec.operands[-1]
-        latency = ctx.coefficients.chain_latency.get(out.level.name, 0)
-        if latency == 0 or self.var not in ctx.ruleset.ops[spec.op].reduction_vars:
+        if not self._is_chain(spec, ctx):
             return 0
+        out = spec.operands[-1]
         if _chain_slot(ctx) is not None and out.level.counts_registers:
             return 0  # the "chain" resource bounds the trips instead (``cost``)
+        latency = ctx.coefficients.chain_latency[out.level.name]
         chains = max(1, memory_units(out, out.level))
         return -(-self.trips * latency // chains)
 
