@@ -65,15 +65,18 @@ def main() -> int:
         plot(reports, stem.with_suffix(".png"), f"fidelity on {args.target}, {args.label}")
     except Exception as exc:
         print(f"no plot: {exc}", file=sys.stderr)
-    print(f"| spec ({args.label}) | programs | Kendall tau | Spearman rho | fastest at rank "
-          "| chosen / fastest |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print(f"| spec ({args.label}) | programs | Kendall tau | tau between placements "
+          "| Spearman rho | fastest at rank | chosen / fastest |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+
+    def two(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}"
+
     for r in reports:
-        tau = "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:.2f}"
-        rho = "n/a" if r["spearman_rho"] is None else f"{r['spearman_rho']:.2f}"
         print(
-            f"| {r['name']} | {len(r['programs'])} | {tau} | {rho} | {r['fastest_rank']} "
-            f"| {r['chosen_over_fastest']:.3f} |"
+            f"| {r['name']} | {len(r['programs'])} | {two(r['kendall_tau'])} "
+            f"| {two(r.get('placement_tau'))} | {two(r['spearman_rho'])} "
+            f"| {r['fastest_rank']} | {r['chosen_over_fastest']:.3f} |"
         )
     return 0
 

@@ -610,6 +610,14 @@ def _fidelity_text(r: dict[str, Any]) -> str:
         f"{r['spec']}: {len(progs)} programs timed (the {r['top']} cheapest asked for, "
         f"{r['spacing']:.1%} apart)",
         f"  kendall tau {stat(r['kendall_tau'])}, spearman rho {stat(r['spearman_rho'])}",
+        *(
+            []
+            if r.get("placement_tau") is None
+            else [
+                f"  the {r['placements']} buffer placements order the programs alike with "
+                f"tau {r['placement_tau']:.3f} (the ceiling for the model's tau)"
+            ]
+        ),
         f"  measured fastest: rank {f} of the predicted order"
         + (
             ""

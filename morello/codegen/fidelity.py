@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,30 @@ def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str
     }
 
 
+def placement_agreement(placed_seconds: Sequence[Sequence[float]]) -> float | None:
+    """How well the measurements agree with themselves: the median, over every two buffer
+    placements, of Kendall's tau between the programs' times on one and on the other.
+
+    ``placed_seconds[i][w]`` is program ``i``'s time on placement ``w``. No model can be
+    expected to rank the programs much better than two placements of the same programs rank
+    each other, so this is the ceiling to read the model's tau against. None with fewer than
+    two placements or programs, or where a placement's times are all equal.
+    """
+    from scipy.stats import kendalltau  # SciPy: the `fit` extra
+
+    count = min((len(p) for p in placed_seconds), default=0)
+    if len(placed_seconds) < 2 or count < 2:
+        return None
+    columns = [[p[w] for p in placed_seconds] for w in range(count)]
+    taus = [
+        float(kendalltau(columns[u], columns[v]).statistic)
+        for u in range(count)
+        for v in range(u + 1, count)
+        if len(set(columns[u])) > 1 and len(set(columns[v])) > 1
+    ]
+    return statistics.median(taus) if taus else None
+
+
 def fidelity(
     program: Program,
     ctx: SynthesisContext,
@@ -189,7 +214,9 @@ def fidelity(
     placements: int = PLACEMENTS,
 ) -> dict[str, Any]:
     """The fidelity report of one function: its ``top`` cheapest programs, timed, and how
-    the model's order agrees with the measured one (``rank_agreement``'s keys, plus
+    the model's order agrees with the measured one (``rank_agreement``'s keys;
+    ``placement_tau``, how well the buffer placements' times order the programs alike, the
+    ceiling for the model's tau: ``placement_agreement``; plus
     ``programs``: rank, cost, seconds and spread for each, its median on each buffer
     placement, and its Impl tree as text where ``describe`` is given; and ``flops`` and
     ``placements``, how many placements each program was timed on: ``placements`` asked,
@@ -215,6 +242,7 @@ def fidelity(
         sizes = opdef.sizes([t.shape for t in program.spec.operands])
         flops = opdef.flops(sizes) if isinstance(sizes, dict) else None
     report = rank_agreement([i.cost for i in impls], [t.median for t in timings])
+    report["placement_tau"] = placement_agreement([[pt.median for pt in p] for p in placed])
     report.update(
         function=program.name,
         target=ctx.target.name,
@@ -266,11 +294,11 @@ def plot(reports: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         ax.scatter(xs[:1], ys[:1], s=40, color="tab:red", marker="*", label="chosen")
         f = rep["fastest_rank"]
         ax.scatter([xs[f]], [ys[f]], s=60, facecolors="none", edgecolors="k", label="fastest")
-        tau = rep["kendall_tau"]
+        tau, ceiling = rep["kendall_tau"], rep.get("placement_tau")
         ax.set_title(
-            f"{rep.get('name', rep['function'])}: tau {tau:.2f}"
-            if tau is not None
-            else rep.get("name", rep["function"]),
+            rep.get("name", rep["function"])
+            + ("" if tau is None else f": tau {tau:.2f}")
+            + ("" if ceiling is None else f" (placements {ceiling:.2f})"),
             fontsize=9,
         )
         ax.set_xlabel("predicted cost")

@@ -13,6 +13,7 @@ from morello.cli import main
 from morello.codegen import bench
 from morello.codegen.fidelity import (
     cheapest_programs,
+    placement_agreement,
     rank_agreement,
     time_impls,
     time_impls_placed,
@@ -43,6 +44,17 @@ def test_rank_agreement_of_equal_and_reversed_orders() -> None:
     assert rev["fastest_rank"] == 3
     assert rev["chosen_over_fastest"] == 4.0
     assert rank_agreement([5], [1.0])["kendall_tau"] is None
+
+
+def test_placement_agreement_is_the_median_tau_of_the_placement_pairs() -> None:
+    # Three programs on three placements: placements 0 and 1 order them alike (tau 1),
+    # placement 2 reverses the last two (tau 1/3 against each of the others).
+    placed = [[1.0, 1.1, 1.0], [2.0, 2.1, 3.0], [3.0, 3.1, 2.5]]
+    assert placement_agreement(placed) == pytest.approx(1 / 3)
+    assert placement_agreement([[1.0, 2.0], [2.0, 1.0]]) == pytest.approx(-1.0)
+    assert placement_agreement([[1.0], [2.0], [3.0]]) is None  # one placement
+    assert placement_agreement([[1.0, 2.0]]) is None  # one program
+    assert placement_agreement([[1.0, 1.0], [1.0, 2.0]]) is None  # one placement constant
 
 
 def test_cheapest_programs_start_at_the_chosen_one_and_are_spaced(
@@ -102,6 +114,7 @@ def test_cli_fidelity_json(
         assert p["seconds"] == statistics.median(p["placements"])
         assert p["seconds_low"] <= min(p["placements"])
         assert p["seconds_high"] >= max(p["placements"])
+    assert rep["placement_tau"] == placement_agreement([p["placements"] for p in progs])
 
 
 @pytest.mark.runs_code
@@ -155,3 +168,22 @@ def test_cli_fidelity_missing_spec_is_one_line(
     assert len(err.strip().splitlines()) == 1
     assert "nope.lark" in err
     assert "Traceback" not in err
+
+
+def test_fidelity_text_states_the_placements_ceiling() -> None:
+    from morello.cli import _fidelity_text
+
+    progs = [
+        {"rank": r, "cost": 100 + r, "seconds": s, "gflops": None}
+        for r, s in enumerate([2e-6, 1e-6, 3e-6])
+    ]
+    report = {
+        "spec": "x.lark:f", "top": 3, "spacing": 0.01, "flops": None, "programs": progs,
+        "kendall_tau": 1 / 3, "spearman_rho": 0.5, "fastest_rank": 1,
+        "chosen_over_fastest": 2.0, "placements": 4, "placement_tau": 0.875,
+    }  # fmt: skip
+    text = _fidelity_text(report)
+    assert "kendall tau 0.333" in text
+    assert "the 4 buffer placements order the programs alike with tau 0.875" in text
+    assert "100.0% faster than the chosen one" in text
+    assert "placements order" not in _fidelity_text({**report, "placement_tau": None})
