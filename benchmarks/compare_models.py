@@ -6,7 +6,8 @@ different lists and their Kendall's tau cannot be compared. This script builds o
 counted once), times every program of it once, in one batch (on ``--placements`` placements
 of its buffers, as ``fidelity`` does), and reports for each model how its costs order those
 times: Kendall's tau and Spearman's rho, the time of the program it chooses, and how far that
-is from the fastest in the pool.
+is from the fastest in the pool; and how well the placements' times order the programs alike
+(``placement_tau``, the ceiling for either model's tau).
 
 Model A is the target's coefficients as every command gets them (set
 ``MORELLO_CALIBRATION=off`` for the plugin's defaults); model B is model A with the fields of
@@ -31,8 +32,14 @@ from typing import Any
 import attrs
 
 from morello.calibration import tree_cost
+from morello.codegen.bench import median_placement
 from morello.codegen.c import lower_function
-from morello.codegen.fidelity import cheapest_programs, rank_agreement, time_impls
+from morello.codegen.fidelity import (
+    cheapest_programs,
+    placement_agreement,
+    rank_agreement,
+    time_impls_placed,
+)
 from morello.context import SynthesisContext, make_context
 from morello.errors import MorelloError
 from morello.impl import Impl
@@ -104,16 +111,19 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.spec} has {len(funcs)} functions; give it one")
         program = build_program(funcs[0], base)
         impls = pool(program, [base, other], args.top)
-        timings = time_impls(program, impls, base, args.repeats, placements=args.placements)
-        seconds = [t.median for t in timings]
+        placed = time_impls_placed(program, impls, base, args.repeats, placements=args.placements)
+        seconds = [median_placement(p).median for p in placed]
+        ceiling = placement_agreement([[t.median for t in p] for p in placed])
     except (OSError, ValueError, MorelloError) as e:
         print(f"compare_models: {e}", file=sys.stderr)
         return 2
     reports = {"A": judge(impls, seconds, base), "B": judge(impls, seconds, other)}
     if args.json:
-        print(json.dumps({"programs": len(impls), **reports}, indent=2))
+        print(json.dumps({"programs": len(impls), "placement_tau": ceiling, **reports}, indent=2))
         return 0
     print(f"{len(impls)} programs")
+    if ceiling is not None:
+        print(f"the buffer placements order them alike with tau {ceiling:.3f}")
     for name, r in reports.items():
         print(
             f"model {name}: tau {r['kendall_tau']:.3f}, rho {r['spearman_rho']:.3f}, "

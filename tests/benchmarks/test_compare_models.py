@@ -63,6 +63,7 @@ def test_both_models_judged_on_one_pool(
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert 3 <= report["programs"] <= 6
+    assert report["placement_tau"] is None or -1.0 <= report["placement_tau"] <= 1.0
     for model in ("A", "B"):
         r = report[model]
         assert r["chosen_us"] >= r["fastest_us"] > 0
