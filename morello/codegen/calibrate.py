@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from morello import calibration
+from morello.codegen.c import lower_function
 from morello.codegen.fidelity import cheapest_programs, time_impls
 from morello.context import SynthesisContext
 from morello.errors import MorelloError, SpecError
@@ -81,6 +82,15 @@ PRIOR = 1.0
 #: coefficients the last one found (``calibrate``).
 REFITS = 3
 
+#: Passes of refinement (``calibrate``): after a fit, each training function is synthesized
+#: under the fitted coefficients, its ``REFINE_TOP`` cheapest programs there that were not
+#: timed yet are timed, and the fit is made again with them. The rivals first timed are the
+#: default model's neighbours, so a fit may prefer a program none of them resembles, whose
+#: time it has never seen (BENCHMARKS.md: a fit without this chose a vector-matrix product
+#: that walks the weights' columns, 2.6 times slower than the defaults' choice).
+REFINE = 1
+REFINE_TOP = 3
+
 
 def training_programs(ctx: SynthesisContext) -> list[Program]:
     """The functions of ``TRAINING`` that ``ctx``'s target implements."""
@@ -115,17 +125,28 @@ def calibrate(
     min_batch_s: float = 0.01,
     progress: Callable[[str], None] | None = None,
     prior: float = PRIOR,
+    refine: int = REFINE,
 ) -> dict[str, Any]:
     """Time the training programs on this machine and fit the coefficients to them.
+
+    Then ``refine`` times: synthesize each training function under the fitted coefficients,
+    time the cheapest programs there that are not in its pool yet (``REFINE_TOP``) beside
+    the pool's first program, and fit again with them (``_refine``). Their times are put on
+    the scale of the pool's rounds by that first program's time in both.
 
     Returns a report: ``coefficients`` (the fitted CostCoefficients), ``before`` and
     ``after`` (fit statistics of the target's coefficients and of the fitted ones on the
     same programs, with ``mean_tau``: Kendall's tau between predicted and measured time
     within each function, averaged), ``programs`` and ``functions`` (how many),
-    ``seconds`` (wall time) and ``detail`` (per program: function, rank, measured seconds
-    (``quiet_time`` of its rounds), the seconds predicted before and after the fit, its
-    feature row over ``names``, the fitted parameters, and ``rounds``, its time in each
-    round).
+    ``seconds`` (wall time), ``refined`` (how many programs the refinement added) and
+    ``detail`` (per program: function, rank (its place in the pool: the refinement's
+    programs come after the first pool's), measured seconds (``quiet_time`` of its rounds),
+    the seconds predicted before and after the fit, its feature row over ``names``, the
+    fitted parameters, ``rounds``, its time in each round, and ``refinement``, the pass
+    that added it, 0 for the first pool). ``before`` and ``after`` also hold
+    ``chosen_over_fastest``: over the functions, the geometric mean of the measured time of
+    the program the coefficients predict cheapest in the function's pool over the fastest
+    one's.
     Nothing is written; ``calibration.save`` does that.
 
     Raises:
@@ -151,26 +172,43 @@ def calibrate(
             for t, acc in zip(time_impls(program, impls, ctx, 3, min_batch_s), out, strict=True):
                 acc.append(t.median)
 
+    # The pass that added each program: 0 for the first pool, then each refinement's.
+    passes: list[list[int]] = [[0] * len(impls) for _, impls in pools]
+
     def feature_rows(at: SynthesisContext) -> list[list[float]]:
         return [calibration.features(impl, at, names) for _, impls in pools for impl in impls]
 
-    rows = feature_rows(ctx)
+    def fit_all() -> tuple[Any, dict[str, Any], list[list[float]], list[list[float]]]:
+        rows = feature_rows(ctx)
+        seconds = [quiet_time(acc) for out in samples for acc in out]
+        groups = [p.name for p, impls in pools for _ in impls]
+        fitted, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
+        base_rows = rows
+        if base.resources:
+            # Costs bound by their busiest resource are linear only piece by piece, and the
+            # fit may move a program to another piece: take the slopes again at the fitted
+            # coefficients and fit again, until the fit stops moving.
+            for _ in range(REFITS):
+                say("fitting again at the fitted coefficients")
+                rows = feature_rows(attrs.evolve(ctx, coefficients=fitted))
+                again, after = calibration.fit(
+                    rows, seconds, names, base, prior=prior, groups=groups
+                )
+                if again == fitted:
+                    break
+                fitted = again
+        return fitted, after, rows, base_rows
+
+    fitted, after, rows, base_rows = fit_all()
+    refined = 0
+    for n in range(refine):
+        added = _refine(pools, samples, passes, n + 1, ctx, fitted, rounds, min_batch_s, say)
+        if not added:
+            break
+        refined += added
+        fitted, after, rows, base_rows = fit_all()
     seconds = [quiet_time(acc) for out in samples for acc in out]
-    groups = [p.name for p, impls in pools for _ in impls]
-    fitted, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
-    before = calibration.fit_stats(rows, seconds, names, base)
-    base_rows = rows
-    if base.resources:
-        # Costs bound by their busiest resource are linear only piece by piece, and the
-        # fit may move a program to another piece: take the slopes again at the fitted
-        # coefficients and fit again, until the fit stops moving.
-        for _ in range(REFITS):
-            say("fitting again at the fitted coefficients")
-            rows = feature_rows(attrs.evolve(ctx, coefficients=fitted))
-            again, after = calibration.fit(rows, seconds, names, base, prior=prior, groups=groups)
-            if again == fitted:
-                break
-            fitted = again
+    before = calibration.fit_stats(base_rows, seconds, names, base)
 
     def predicted(coeffs: Any, unit_s: float, rows: list[list[float]]) -> list[float]:
         return [unit_s * p for p in calibration.predict(rows, names, coeffs)]
@@ -186,14 +224,16 @@ def calibrate(
             "after": a,
             "features": row,
             "rounds": acc,
+            "refinement": added_by,
         }
-        for (fn, rank), t, b, a, row, acc in zip(
+        for (fn, rank), t, b, a, row, acc, added_by in zip(
             labels,
             seconds,
             predicted(base, before["unit_s"], base_rows),
             predicted(fitted, after["unit_s"], rows),
             rows,
             rounds_of,
+            [x for out in passes for x in out],
             strict=True,
         )
     ]
@@ -208,15 +248,75 @@ def calibrate(
                 taus.append(0.0 if tau != tau else float(tau))  # NaN: constant predictions
         return statistics.fmean(taus) if taus else 0.0
 
+    def chosen_over_fastest(key: str) -> float:
+        ratios = []
+        for program, _ in pools:
+            got = [d for d in detail if d["function"] == program.name]
+            chosen = min(got, key=lambda d: d[key])
+            ratios.append(chosen["seconds"] / min(d["seconds"] for d in got))
+        return statistics.geometric_mean(ratios) if ratios else 1.0
+
     before["mean_tau"] = mean_tau("before")
     after["mean_tau"] = mean_tau("after")
+    before["chosen_over_fastest"] = chosen_over_fastest("before")
+    after["chosen_over_fastest"] = chosen_over_fastest("after")
     return {
         "coefficients": fitted,
         "before": before,
         "after": after,
         "functions": len(pools),
         "programs": len(rows),
+        "refined": refined,
         "seconds": time.perf_counter() - start,
         "names": names,
         "detail": detail,
     }
+
+
+def _refine(
+    pools: list[tuple[Program, list[Impl]]],
+    samples: list[list[list[float]]],
+    passes: list[list[int]],
+    number: int,
+    ctx: SynthesisContext,
+    fitted: Any,
+    rounds: int,
+    min_batch_s: float,
+    say: Callable[[str], None],
+) -> int:
+    """One pass of refinement; returns how many programs it added to the pools.
+
+    Each function is synthesized under the coefficients ``fitted`` (in a memo of its own:
+    answers under coefficients nobody has checked stay out of the memo table), and its
+    ``REFINE_TOP`` cheapest programs there whose C is not in its pool are timed in
+    ``rounds`` rounds beside the pool's first program. Each new program's round times are
+    scaled by the first program's ``quiet_time`` in the pool's rounds over its
+    ``quiet_time`` in these, so that they read as if timed with the pool. The programs
+    join the pool (``pools``, ``samples`` and ``passes`` are extended in place).
+    """
+    at = attrs.evolve(ctx, coefficients=fitted)
+    memo: dict[Any, Any] = {}
+    added = 0
+    for i, (program, impls) in enumerate(pools):
+        say(f"choosing programs of {program.name} under the fit")
+        synthesize(program.spec, at, memo)
+        known = {lower_function(impl, program, ctx)[0] for impl in impls}
+        new = [
+            impl
+            for impl in cheapest_programs(program, at, memo, REFINE_TOP, spacing=0.02)
+            if lower_function(impl, program, ctx)[0] not in known
+        ]
+        if not new:
+            continue
+        anchor = [impls[0], *new]
+        times: list[list[float]] = [[] for _ in anchor]
+        for r in range(rounds):
+            say(f"timing the fit's choices of {program.name} (round {r + 1} of {rounds})")
+            for t, acc in zip(time_impls(program, anchor, ctx, 3, min_batch_s), times, strict=True):
+                acc.append(t.median)
+        scale = quiet_time(samples[i][0]) / quiet_time(times[0])
+        impls.extend(new)
+        samples[i].extend([t * scale for t in acc] for acc in times[1:])
+        passes[i].extend([number] * len(new))
+        added += len(new)
+    return added

@@ -14,13 +14,21 @@ import pytest
 from morello import calibration
 from morello.cli import main
 from morello.codegen import calibrate as calibrate_mod
+from morello.codegen.c import lower_function
+from morello.codegen.fidelity import cheapest_programs
 from morello.context import SynthesisContext
 from morello.errors import ExitCode
+from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.search.solve import synthesize
 
 _SMALL = (
     calibrate_mod._mm(8, 8, 16),
     "func relu_16x64(x: f32[16, 64]) -> y: f32[16, 64] {\n    y = relu(x)\n}\n",
 )
+
+
+def _programs(ctx: SynthesisContext) -> list[Program]:
+    return [build_program(parse_spec_file("t.lark", text).funcs[0], ctx) for text in _SMALL]
 
 
 def test_training_set_builds_on_the_target(ctx: SynthesisContext) -> None:
@@ -64,6 +72,42 @@ def test_calibrate_fits_a_small_set(ctx: SynthesisContext, monkeypatch: pytest.M
     for d in report["detail"]:
         assert len(d["rounds"]) == 2
         assert d["seconds"] == min(d["rounds"])
+    # The refinement's programs, if the fit chose any not timed, are marked and counted.
+    assert report["refined"] == sum(d["refinement"] > 0 for d in report["detail"])
+    for key in ("before", "after"):
+        assert report[key]["chosen_over_fastest"] >= 1.0
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+def test_refinement_times_what_the_fit_would_choose(ctx: SynthesisContext) -> None:
+    (program,) = [p for p in _programs(ctx) if p.name.startswith("mm_")]
+    memo: dict = {}
+    synthesize(program.spec, ctx, memo)
+    top = calibrate_mod.REFINE_TOP
+    impls = cheapest_programs(program, ctx, memo, top, spacing=0.02)
+    pools = [(program, impls)]
+    samples = [[[1e-6, 2e-6] for _ in impls]]  # two rounds each, as the first timing left them
+    passes = [[0] * len(impls)]
+    # Nothing new under the coefficients the pool was chosen with.
+    assert (
+        calibrate_mod._refine(pools, samples, passes, 1, ctx, ctx.coefficients, 2, 0.002, print)
+        == 0
+    )
+    # Coefficients under which the L1 is dear choose other programs.
+    dear = attrs.evolve(
+        ctx.coefficients,
+        level_hit={**ctx.coefficients.level_hit, "L1": 1000 * ctx.coefficients.level_hit["GL"]},
+    )
+    first = len(impls)
+    added = calibrate_mod._refine(pools, samples, passes, 1, ctx, dear, 2, 0.002, print)
+    assert 1 <= added <= top
+    assert len(pools[0][1]) == len(samples[0]) == len(passes[0]) == first + added
+    assert passes[0] == [0] * first + [1] * added
+    texts = {lower_function(impl, program, ctx)[0] for impl in pools[0][1]}
+    assert len(texts) == first + added  # only programs not timed before
+    for rounds in samples[0][first:]:
+        assert len(rounds) == 2 and all(t > 0 for t in rounds)
 
 
 @pytest.mark.runs_code
