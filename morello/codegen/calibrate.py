@@ -32,6 +32,7 @@ from morello.errors import MorelloError, SpecError
 from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.search.solve import Memo, synthesize
+from morello.target import CostCoefficients
 
 
 def _mm(m: int, k: int, n: int, b: str = "", dt: str = "f32") -> str:
@@ -178,7 +179,7 @@ def calibrate(
     def feature_rows(at: SynthesisContext) -> list[list[float]]:
         return [calibration.features(impl, at, names) for _, impls in pools for impl in impls]
 
-    def fit_all() -> tuple[Any, dict[str, Any], list[list[float]], list[list[float]]]:
+    def fit_all() -> tuple[CostCoefficients, dict[str, Any], list[list[float]], list[list[float]]]:
         rows = feature_rows(ctx)
         seconds = [quiet_time(acc) for out in samples for acc in out]
         groups = [p.name for p, impls in pools for _ in impls]
@@ -279,7 +280,7 @@ def _refine(
     passes: list[list[int]],
     number: int,
     ctx: SynthesisContext,
-    fitted: Any,
+    fitted: CostCoefficients,
     rounds: int,
     min_batch_s: float,
     say: Callable[[str], None],
