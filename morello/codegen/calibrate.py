@@ -240,21 +240,21 @@ def calibrate(
     ]
     from scipy.stats import kendalltau
 
+    by_function = [[d for d in detail if d["function"] == p.name] for p, _ in pools]
+
     def mean_tau(key: str) -> float:
         taus = []
-        for program, _ in pools:
-            got = [d for d in detail if d["function"] == program.name]
+        for got in by_function:
             if len(got) >= 2:
                 tau = kendalltau([d[key] for d in got], [d["seconds"] for d in got]).statistic
                 taus.append(0.0 if tau != tau else float(tau))  # NaN: constant predictions
         return statistics.fmean(taus) if taus else 0.0
 
     def chosen_over_fastest(key: str) -> float:
-        ratios = []
-        for program, _ in pools:
-            got = [d for d in detail if d["function"] == program.name]
-            chosen = min(got, key=lambda d: d[key])
-            ratios.append(chosen["seconds"] / min(d["seconds"] for d in got))
+        ratios = [
+            min(got, key=lambda d: d[key])["seconds"] / min(d["seconds"] for d in got)
+            for got in by_function
+        ]
         return statistics.geometric_mean(ratios) if ratios else 1.0
 
     before["mean_tau"] = mean_tau("before")
