@@ -2,12 +2,13 @@
 
 Each node kind states its own cost rule (``morello.nodes``): loops cost their trip count
 times their body (plus the tail once, the latency of the dependency chains a reduction loop
-over register accumulators makes, and the streams a loop across runs starts again); blocks
-the sum of their stages; a kernel its declared expression plus the lines its operands touch;
-a move into a cache the lines it touches at both levels, a move into a new buffer its
-prologue and epilogue, whose kernels already pay for every access (charging the move too
-would count each access twice, which made small register tiles look dear). This module holds
-what they share: the price of the lines a tile touches. Coefficients come from the target.
+over register accumulators makes, and the streams a loop across runs starts again or walks
+in strided pieces); blocks the sum of their stages; a kernel its declared expression plus
+the lines its operands touch; a move into a cache the lines it touches at both levels, a
+move into a new buffer its prologue and epilogue, whose kernels already pay for every
+access (charging the move too would count each access twice, which made small register
+tiles look dear). This module holds what they share: the price of the lines a tile
+touches. Coefficients come from the target.
 """
 
 from __future__ import annotations

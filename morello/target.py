@@ -224,7 +224,9 @@ class CostCoefficients:
     ``stream_lines`` lines each, which the hardware prefetchers follow as ``r`` concurrent
     streams (one stream rarely saturates the memory bus, a few do). Shorter runs, or more
     runs than the tuple covers, are a strided walk: twice ``level_hit`` per line, as at a
-    level without the entry.
+    level without the entry. One short run alone is priced as a stream, but a loop that
+    reads one such run per trip, each from another row, pays for its lines again: a walk
+    the prefetchers never follow (``morello.nodes.loop``).
 
     ``chain_latency`` (optional, by level name) is the latency of one accumulation into a
     register of that level. A loop over a reduction index whose output stays in registers

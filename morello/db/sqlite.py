@@ -119,11 +119,13 @@ def default_db_path(target_name: str) -> Path:
     return Path(base) / "morello" / f"{target_name}-v{FORMAT_VERSION}.sqlite3"
 
 
-#: Raised whenever the actions the engine offers change meaning for the same rules (so that
-#: answers found before are not reused): 2 = vector-register tiles must be whole registers;
-#: 3 = temporaries laid out like the output, no tiling across a reduction inside an op;
-#: 4 = no tile narrower than a packed block unless it divides the block.
-SEARCH_REVISION: Final = 4
+#: Raised whenever the actions the engine offers, or the cost its model gives a tree, change
+#: for the same rules and coefficients (so that answers found before are not reused):
+#: 2 = vector-register tiles must be whole registers; 3 = temporaries laid out like the
+#: output, no tiling across a reduction inside an op; 4 = no tile narrower than a packed
+#: block unless it divides the block; 5 = a loop reading one short run of each row per trip
+#: pays a strided walk's price for its lines.
+SEARCH_REVISION: Final = 5
 
 
 def fingerprint(ctx: SynthesisContext) -> str:

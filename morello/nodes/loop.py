@@ -92,11 +92,11 @@ class LoopAction(NodeBase):
         )
 
     def extra_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
-        """What the loop adds to its trips: chain latency and stream restarts, less the cache
-        fills that later trips do not repeat."""
+        """What the loop adds to its trips: chain latency, stream restarts and strided
+        walks, less the cache fills that later trips do not repeat."""
         extra = self._chain_cost(spec, ctx)
-        if ctx.coefficients.stream_restart:
-            extra += self._restart_cost(spec, ctx)
+        if ctx.coefficients.stream_hit:
+            extra += self._stream_cost(spec, ctx)
         if ctx.target.whole_specs_levels:  # on the search's hot path: usually none
             repeats = self.trips - 1 + (self.tail is not None)
             extra -= loop_reuse(spec, self.body, self.var, repeats, ctx)
@@ -117,37 +117,71 @@ class LoopAction(NodeBase):
         chains = max(1, memory_units(out, out.level))
         return -(-self.trips * latency // chains)
 
-    def _restart_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
-        """Streams the loop starts again: per trip, the runs of each step tile that cut across runs.
+    def _stream_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
+        """What walking across an operand's runs adds: streams started again on every trip,
+        and short runs read as pieces of a strided walk.
 
         A step that reads an operand in fewer runs than the loop's tile of it moves to other
-        runs on the next trip, so every trip starts its runs anew (the prefetchers ramp up
-        again). A step with as many runs continues them. Only operands that ``spec`` reads
-        once (each element used by one point of its iteration space: streamed, as the
-        weights of a matvec) are charged; an operand the Spec reuses is mostly served from
-        caches, where a restart's latency hides. Only runs of at least ``stream_lines`` lines
-        priced as streams count. (``cost`` calls it only for a target that prices restarts.)
+        runs on the next trip. If its runs are streams (at least ``stream_lines`` lines,
+        priced by ``stream_hit``), every trip starts them anew, and the prefetchers ramp up
+        again: ``stream_restart`` per run and trip. If the step is one shorter run (a piece
+        of each row, row after row), it is no stream at all but a piece of a strided walk
+        that the prefetchers never follow: its lines cost twice the single run's price its
+        tiles were given, and the loop pays the second half, for the tail's piece too. (On
+        the shipped defaults that is twice ``level_hit``, a walk's price. It is tied to the
+        stream's price rather than to ``level_hit`` because a fit may price a line of a
+        stream above a strided line, which the training programs mostly read from caches.)
+        (A step of several short runs is left to the loops inside it, and one with as many
+        runs as its tile continues them.)
+
+        Only operands that ``spec`` reads once are charged (each element used by one point
+        of its iteration space: streamed, as the weights of a matvec); an operand the Spec
+        reuses is mostly served from caches, where the latency hides. For the same reason a
+        copy (a move's Spec, which packs a panel because the computation around it reuses
+        the data) pays restarts but not walks: measured, charging a panel's pieces as a walk
+        made the search pack 32x2048x512's B in wider panels, 5% slower (BENCHMARKS.md).
+        ``extra_cost`` calls this only for a target that prices streams.
         """
         coeffs = ctx.coefficients
         points = None  # the size of the Spec's iteration space, computed when first needed
+        copy = None  # whether the Spec is a copy (a move), looked up when first needed
         total = 0
-        for whole, step in zip(spec.operands, self.body.operands, strict=True):
-            if step is whole:  # the loop does not move along it (``_retile`` keeps it)
-                continue
-            restart = coeffs.stream_restart.get(step.level.name, 0)
-            if restart == 0:
-                continue
-            lines, runs = lines_and_runs(step)
-            if runs >= lines_and_runs(whole)[1] or lines // runs < coeffs.stream_lines:
-                continue
-            if not coeffs.streams(step.level.name, runs, lines // runs):
-                continue
-            if points is None:
-                sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
-                assert isinstance(sizes, dict)
-                points = math.prod(sizes.values())
-            if whole.volume >= points:
-                total += self.trips * runs * restart
+        for i, whole in enumerate(spec.operands):
+            level = whole.level.name
+            whole_runs = None
+            for count, child in zip(
+                (self.trips, 1)[: len(self.children)], self.children, strict=True
+            ):
+                step = child.operands[i]
+                if step is whole:  # the loop does not move along it (``_retile`` keeps it)
+                    continue
+                lines, runs = lines_and_runs(step)
+                if not coeffs.streams(level, runs, lines // runs):
+                    continue
+                if whole_runs is None:
+                    whole_runs = lines_and_runs(whole)[1]
+                if runs >= whole_runs:
+                    continue
+                if lines // runs >= coeffs.stream_lines:
+                    # Only the trips restart streams: the tail continues the last trip's.
+                    per_piece = (
+                        runs * coeffs.stream_restart.get(level, 0) if child is self.body else 0
+                    )
+                else:  # one short run, priced as a stream by the tiles below
+                    if copy is None:
+                        copy = ctx.ruleset.ops[spec.op].is_identity
+                    if copy:
+                        continue
+                    per_piece = lines * coeffs.line_cost(level, 1, lines)
+                if per_piece <= 0:
+                    continue
+                if points is None:
+                    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
+                    assert isinstance(sizes, dict)
+                    points = math.prod(sizes.values())
+                if whole.volume < points:
+                    break
+                total += count * per_piece
         return total
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:

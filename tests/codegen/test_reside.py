@@ -176,7 +176,7 @@ def test_a_loop_of_resident_steps_fills_what_it_does_not_move_along_once(
     saved = 3 * _fill(loop.body, 1, l2ctx)
     assert saved > 0
     assert loop_reuse(spec, loop.body, "m", 3, l2ctx) == saved
-    plain = 4 * 1000 + loop._chain_cost(spec, l2ctx) + loop._restart_cost(spec, l2ctx)
+    plain = 4 * 1000 + loop._chain_cost(spec, l2ctx) + loop._stream_cost(spec, l2ctx)
     assert loop.cost(spec, [1000], l2ctx) == plain - saved
 
 
