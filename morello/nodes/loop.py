@@ -148,6 +148,8 @@ class LoopAction(NodeBase):
         total = 0
         for i, whole in enumerate(spec.operands):
             level = whole.level.name
+            if level not in coeffs.stream_hit:  # on the search's hot path: registers, L1
+                continue
             whole_runs = None
             for count, child in zip(
                 (self.trips, 1)[: len(self.children)], self.children, strict=True
