@@ -52,6 +52,11 @@ class LoopAction(NodeBase):
         """Sub-Specs: body, then tail."""
         return (self.body,) if self.tail is None else (self.body, self.tail)
 
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """How often each child runs, in child order: the body ``trips`` times, the tail once."""
+        return (self.trips,) if self.tail is None else (self.trips, 1)
+
     def describe(self) -> str:
         """One-line description."""
         tail = " + tail" if self.tail is not None else ""
@@ -71,7 +76,7 @@ class LoopAction(NodeBase):
         step's cost is then the greater of that wait and its busiest other resource. Only
         the innermost such loop charges it; the loops around it wait through it.
         """
-        counts = (self.trips, 1) if self.tail is not None else (self.trips,)
+        counts = self.counts
         total = combine(spec, child_costs, self.extra_cost(spec, ctx), ctx, counts)
         slot = _chain_slot(ctx)
         if slot is None or not isinstance(total, Cost) or not self._is_chain(spec, ctx):
@@ -151,9 +156,7 @@ class LoopAction(NodeBase):
             if level not in coeffs.stream_hit:  # on the search's hot path: registers, L1
                 continue
             whole_runs = None
-            for count, child in zip(
-                (self.trips, 1)[: len(self.children)], self.children, strict=True
-            ):
+            for count, child in zip(self.counts, self.children, strict=True):
                 step = child.operands[i]
                 if step is whole:  # the loop does not move along it (``_retile`` keeps it)
                     continue

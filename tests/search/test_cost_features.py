@@ -7,7 +7,8 @@
 * A kernel's ``scratch`` registers must fit the Spec's limits for the kernel to match.
 * Together they make zen1 walk several 16-column bf16 panels at once into many accumulators.
 * A loop across the runs of an operand its Spec reads once pays for restarting them
-  (``stream_restart``), which makes zen1's f32 matvec read whole rows of its weights.
+  (``stream_restart``), which makes zen1's f32 matvec read whole rows of its weights; one
+  that reads a short piece of each row per trip pays for its lines again (a strided walk).
 """
 
 from __future__ import annotations
