@@ -540,6 +540,24 @@ def fit_stats(
     return stats
 
 
+def _stream_order(names: Sequence[str], used: Sequence[int], base: CostCoefficients) -> Any:
+    """The map from the fit's unknowns to the used parameters (``used`` indexes ``names``).
+
+    The identity, but where a level's ``stream_hit`` scale and its ``level_hit`` are both
+    used: the unknown in ``level_hit``'s place is its slack above half the dearest stream
+    price, so that non-negative unknowns keep ``max(stream_hit) <= 2 * level_hit``.
+    """
+    import numpy as np
+
+    order = np.eye(len(used))
+    column = {names[i]: j for j, i in enumerate(used)}
+    for level, entries in base.stream_hit.items():
+        scale, hit = column.get(f"stream_hit.{level}"), column.get(f"level_hit.{level}")
+        if scale is not None and hit is not None:
+            order[hit, scale] = max(entries) / entries[0] / 2
+    return order
+
+
 def fit(
     rows: Sequence[Sequence[float]],
     seconds: Sequence[float],
@@ -557,7 +575,9 @@ def fit(
     A program's time, in units of ``unit_s``, is modelled as its features (``rows``) times
     the parameters. Each row is weighted by one over its measured time, so the fit minimizes
     the programs' *relative* errors (their times differ by orders of magnitude). A parameter
-    whose least-squares value would be negative is 0 (``scipy.optimize.nnls``).
+    whose least-squares value would be negative is 0 (``scipy.optimize.nnls``). A level's
+    stream prices stay at most its strided price: the dearest ``stream_hit`` entry is at
+    most twice ``level_hit`` where both are fitted (``_stream_order``).
 
     ``fork_join``, which serial programs cannot measure, is converted from ``base``'s units
     (cycles, for a target's defaults) to the new ones by a clock estimate: the ratio fitted
@@ -632,7 +652,14 @@ def fit(
         pull = np.diag(np.where(keep, prior / np.where(keep, centre, 1.0), 0.0))[keep]
         lhs = np.vstack([lhs, pull])
         rhs = np.concatenate([rhs, np.full(int(keep.sum()), prior)])
-    solution, _ = nnls(lhs, rhs)
+    # A line the prefetchers follow never costs more than one they do not: each level's
+    # dearest stream price stays at most its strided price (twice ``level_hit``). Solved as
+    # ``level_hit = slack + stream scale * ratio / 2`` with the slack non-negative, so NNLS
+    # keeps the order; without it, a fit whose programs read few strided lines can price
+    # them below streams, and then choose a walk across rows (BENCHMARKS.md, stop 46).
+    order = _stream_order(names, used, base)
+    solution, _ = nnls(lhs @ order, rhs)
+    solution = order @ solution
     fitted = {names[i]: float(value) for i, value in zip(used, solution, strict=True)}
     if fitted.get(clock, 0) > 0:
         ratio = fitted[clock] / get_param(base, clock)

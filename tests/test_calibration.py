@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 import toy_target
 
@@ -409,6 +410,25 @@ def test_fit_with_rival_pairs_and_a_prior_recovers_exact_data() -> None:
     pulled, _ = calibration.fit(rows, times, names, _BASE, prior=0.3, groups=groups)
     for name, value in _TRUE.items():
         assert calibration.get_param(pulled, name) == pytest.approx(value, rel=0.3), name
+
+
+def test_fit_never_prices_a_streamed_line_above_a_strided_one() -> None:
+    # Times that say a streamed main-memory line costs 3 strided halves: the fit may not
+    # follow them there (a fit that did chose a walk across the matvec's rows, 1.6x slower).
+    names = calibration.parameters(_BASE)
+    true = {**_TRUE, "level_hit.GL": 1000.0, "stream_hit.GL": 3000.0}
+    rows, times = _synthetic(names, true, 200, 0.0)
+    solution = np.linalg.lstsq(np.array(rows), np.array(times) / 1e-12)[0]
+    free = dict(zip(names, solution, strict=True))
+    assert free["stream_hit.GL"] > 2 * free["level_hit.GL"]  # unconstrained, it would
+    coeffs, stats = calibration.fit(rows, times, names, _BASE)
+    assert max(coeffs.stream_hit["GL"]) <= 2 * coeffs.level_hit["GL"] + 1  # + rounding
+    assert stats["params"]["stream_hit.GL"] <= 2 * stats["params"]["level_hit.GL"] * (1 + 1e-9)
+    # Stream prices whose first entry is not the dearest are held by the dearest one.
+    base = attrs.evolve(_BASE, stream_hit={"GL": (10, 20)})
+    coeffs, _ = calibration.fit(rows, times, names, base)
+    assert max(coeffs.stream_hit["GL"]) <= 2 * coeffs.level_hit["GL"] + 1
+    assert coeffs.stream_hit["GL"][1] == pytest.approx(2 * coeffs.stream_hit["GL"][0], abs=1)
 
 
 def test_fit_clock_falls_back_to_the_median_ratio() -> None:
