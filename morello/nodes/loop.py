@@ -134,8 +134,8 @@ class LoopAction(NodeBase):
         that the prefetchers never follow: its lines cost twice the single run's price its
         tiles were given, and the loop pays the second half, for the tail's piece too. (On
         the shipped defaults that is twice ``level_hit``, a walk's price. It is tied to the
-        stream's price rather than to ``level_hit`` because a fit may price a line of a
-        stream above a strided line, which the training programs mostly read from caches.)
+        stream's price rather than to ``level_hit`` so that a walk never costs less than the
+        stream it replaces; ``calibration.fit`` keeps a stream no dearer than a strided line.)
         (A step of several short runs is left to the loops inside it, and one with as many
         runs as its tile continues them.)
 
