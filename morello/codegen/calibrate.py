@@ -6,17 +6,18 @@ shapes and layouts, f32 and bf16 vector-matrix products that stream their weight
 elementwise op, a broadcast add, a row softmax), the chosen program and its cheapest
 rivals (``fidelity.cheapest_programs``: the exact cheapest costs plus random programs near
 the chosen one, 2% apart), so that each coefficient is seen at work in many proportions.
-Each program is compiled, checked against NumPy and timed (``fidelity.time_impls``, the
-batches of one function's programs taken in turn). Each program's cost is linear in the
-coefficients (``calibration.features``: how much its cost grows per unit of each); the
-coefficients are fitted by non-negative least squares on relative error
-(``calibration.fit``). The whole timing is repeated ``rounds`` times and each program's
+Each function's programs are compiled into one library and checked against NumPy once
+(``fidelity.compiled_batches``), then timed, their batches taken in turn. Each program's
+cost is linear in the coefficients (``calibration.features``: how much its cost grows per
+unit of each); the coefficients are fitted by non-negative least squares on relative
+error (``calibration.fit``). The whole timing is repeated ``rounds`` times and each program's
 fastest round is fitted (``quiet_time``). The result is written to the per-machine file
 that the calibration plugin reads (``calibration.save``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,8 @@ import attrs
 
 from morello import calibration
 from morello.codegen.c import lower_function
-from morello.codegen.fidelity import cheapest_programs, time_impls
+from morello.codegen.fidelity import cheapest_programs, compiled_batches
+from morello.codegen.timing import measure_interleaved
 from morello.context import SynthesisContext
 from morello.errors import MorelloError, SpecError
 from morello.impl import Impl
@@ -167,11 +169,16 @@ def calibrate(
         synthesize(program.spec, ctx, memo)
         pools.append((program, cheapest_programs(program, ctx, memo, per_function, spacing=0.02)))
     samples: list[list[list[float]]] = [[[] for _ in impls] for _, impls in pools]
-    for r in range(rounds):
-        for (program, impls), out in zip(pools, samples, strict=True):
-            say(f"timing {program.name} (round {r + 1} of {rounds})")
-            for t, acc in zip(time_impls(program, impls, ctx, 3, min_batch_s), out, strict=True):
-                acc.append(t.median)
+    with contextlib.ExitStack() as compiled:
+        batches = []
+        for program, impls in pools:
+            say(f"compiling and checking the programs of {program.name}")
+            batches.append(compiled.enter_context(compiled_batches(program, impls, ctx)))
+        for r in range(rounds):
+            for (program, _), timed, out in zip(pools, batches, samples, strict=True):
+                say(f"timing {program.name} (round {r + 1} of {rounds})")
+                for t, acc in zip(_round(timed, min_batch_s), out, strict=True):
+                    acc.append(t)
 
     # The pass that added each program: 0 for the first pool, then each refinement's.
     passes: list[list[int]] = [[0] * len(impls) for _, impls in pools]
@@ -274,6 +281,12 @@ def calibrate(
     }
 
 
+def _round(timed: Sequence[Sequence[Callable[[int], float]]], min_batch_s: float) -> list[float]:
+    """One round of timing: each program's median of 3 batches (on its one placement), the
+    programs' batches taken in turn (``timing.measure_interleaved``)."""
+    return [t.median for t in measure_interleaved([b[0] for b in timed], 3, min_batch_s)]
+
+
 def _refine(
     pools: list[tuple[Program, list[Impl]]],
     samples: list[list[list[float]]],
@@ -311,10 +324,11 @@ def _refine(
             continue
         anchor = [impls[0], *new]
         times: list[list[float]] = [[] for _ in anchor]
-        for r in range(rounds):
-            say(f"timing the fit's choices of {program.name} (round {r + 1} of {rounds})")
-            for t, acc in zip(time_impls(program, anchor, ctx, 3, min_batch_s), times, strict=True):
-                acc.append(t.median)
+        with compiled_batches(program, anchor, ctx) as timed:
+            for r in range(rounds):
+                say(f"timing the fit's choices of {program.name} (round {r + 1} of {rounds})")
+                for t, acc in zip(_round(timed, min_batch_s), times, strict=True):
+                    acc.append(t)
         scale = quiet_time(samples[i][0]) / quiet_time(times[0])
         impls.extend(new)
         samples[i].extend([t * scale for t in acc] for acc in times[1:])

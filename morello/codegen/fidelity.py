@@ -20,10 +20,11 @@ timing resolves.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,31 @@ def time_impls_placed(
     so a ranking timed on one placement may rank the placement. Every batch of every Impl
     and placement is taken in turn.
     """
+    with compiled_batches(program, impls, ctx, workdir, placements) as per_impl:
+        flat = [batch for batches in per_impl for batch in batches]
+        timings = measure_interleaved(flat, repeats, min_batch_s)
+        count = len(per_impl[0]) if per_impl else 1
+        return [timings[i * count : (i + 1) * count] for i in range(len(impls))]
+
+
+@contextlib.contextmanager
+def compiled_batches(
+    program: Program,
+    impls: Sequence[Impl],
+    ctx: SynthesisContext,
+    workdir: Path | None = None,
+    placements: int = 1,
+) -> Iterator[list[list[Callable[[int], float]]]]:
+    """``impls`` compiled into one library (function ``<name>_r<i>`` for the ``i``-th),
+    each checked against NumPy, and one set of buffers per placement (see
+    ``time_impls_placed``), shared by every Impl: they compute the same. Yields, per Impl,
+    its timed batch on each placement (``bench.timed_batch``), usable until the context
+    exits, so that rounds of timing need not compile and check again (``calibrate``).
+
+    Raises:
+        CheckFailed: an Impl computes a wrong answer.
+        MorelloError: the target's code does not run natively here.
+    """
     require_native(ctx.target, "fidelity")
     count = 1 if placements <= 1 else placement_count(program, placements)
     with scratch_folder("morello-fidelity-", workdir) as folder:
@@ -146,12 +172,11 @@ def time_impls_placed(
         for v in variants:
             check(lib_path, v, ctx)
         lib = ctypes.CDLL(str(lib_path))
-        # One set of buffers per placement, shared by every Impl: they compute the same.
         sets = [timing_buffers(program, ctx, None if count == 1 else w) for w in range(count)]
-        batches = [timed_batch(lib, v.name, ptrs) for v in variants for _, ptrs in sets]
-        timings = measure_interleaved(batches, repeats, min_batch_s)
-        del sets
-        return [timings[i * count : (i + 1) * count] for i in range(len(impls))]
+        try:
+            yield [[timed_batch(lib, v.name, ptrs) for _, ptrs in sets] for v in variants]
+        finally:
+            del sets
 
 
 def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:
