@@ -14,6 +14,7 @@ import pytest
 from morello import calibration
 from morello.cli import main
 from morello.codegen import calibrate as calibrate_mod
+from morello.codegen import fidelity as fidelity_mod
 from morello.codegen.c import lower_function
 from morello.codegen.fidelity import cheapest_programs
 from morello.context import SynthesisContext
@@ -61,7 +62,19 @@ def test_calibrate_fits_resource_prices(
 @pytest.mark.times_code
 def test_calibrate_fits_a_small_set(ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(calibrate_mod, "TRAINING", _SMALL)
+    compiled: list[Path] = []
+    compile_shared = fidelity_mod.compile_shared
+
+    def counting(*args: object, **kwargs: object) -> Path:
+        compiled.append(compile_shared(*args, **kwargs))
+        return compiled[-1]
+
+    monkeypatch.setattr(fidelity_mod, "compile_shared", counting)
     report = calibrate_mod.calibrate(ctx, {}, per_function=3, rounds=2, min_batch_s=0.002)
+    # Each function's programs are compiled (and checked) once for all the rounds, and once
+    # more where the refinement timed new ones.
+    refined = {d["function"] for d in report["detail"] if d["refinement"] > 0}
+    assert len(compiled) == report["functions"] + len(refined)
     assert report["functions"] == 2
     assert report["programs"] == len(report["detail"]) >= 2
     assert report["after"]["median_rel_error"] >= 0
