@@ -10,9 +10,9 @@ Each function's programs are compiled into one library and checked against NumPy
 (``fidelity.compiled_batches``), then timed, their batches taken in turn. Each program's
 cost is linear in the coefficients (``calibration.features``: how much its cost grows per
 unit of each); the coefficients are fitted by non-negative least squares on relative
-error (``calibration.fit``). The whole timing is repeated ``rounds`` times and each program's
-fastest round is fitted (``quiet_time``). The result is written to the per-machine file
-that the calibration plugin reads (``calibration.save``).
+error (``calibration.fit``). The timing is repeated ``rounds`` times, every function in
+turn each round, and each program's fastest round is fitted (``quiet_time``). The result
+is written to the per-machine file that the calibration plugin reads (``calibration.save``).
 """
 
 from __future__ import annotations
