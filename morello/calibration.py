@@ -41,7 +41,7 @@ import attrs
 
 from morello import hookimpl
 from morello.errors import TargetError
-from morello.target import CostCoefficients, Target
+from morello.target import STRIDED, CostCoefficients, Target
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -544,8 +544,9 @@ def _stream_order(names: Sequence[str], used: Sequence[int], base: CostCoefficie
     """The map from the fit's unknowns to the used parameters (``used`` indexes ``names``).
 
     The identity, but where a level's ``stream_hit`` scale and its ``level_hit`` are both
-    used: the unknown in ``level_hit``'s place is its slack above half the dearest stream
-    price, so that non-negative unknowns keep ``max(stream_hit) <= 2 * level_hit``.
+    used: the unknown in ``level_hit``'s place is its slack above the dearest stream price
+    over ``STRIDED``, so that non-negative unknowns keep ``max(stream_hit) <= STRIDED *
+    level_hit`` (a strided line's price, ``CostCoefficients.line_cost``).
     """
     import numpy as np
 
@@ -554,7 +555,7 @@ def _stream_order(names: Sequence[str], used: Sequence[int], base: CostCoefficie
     for level, entries in base.stream_hit.items():
         scale, hit = column.get(f"stream_hit.{level}"), column.get(f"level_hit.{level}")
         if scale is not None and hit is not None:
-            order[hit, scale] = max(entries) / entries[0] / 2
+            order[hit, scale] = max(entries) / entries[0] / STRIDED
     return order
 
 

@@ -6,7 +6,7 @@ Nothing here names a particular machine; targets are built by plugins (see hooks
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -311,7 +311,13 @@ class CostCoefficients:
         if self.streams(level, runs, run_lines):
             return self.stream_hit[level][runs - 1]
         hit = self.level_hit[level]
-        return hit if runs == 1 else 2 * hit
+        return hit if runs == 1 else STRIDED * hit
+
+
+#: A line of a strided tile (several runs, not read as streams) costs this many times the
+#: level's ``level_hit`` (``CostCoefficients.line_cost``); ``calibration.fit`` keeps every
+#: stream price at most this.
+STRIDED: Final = 2
 
 
 #: The libraries a benchmark peer may name: BLAS libraries, whose routines compute a matrix

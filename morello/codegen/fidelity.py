@@ -173,10 +173,7 @@ def compiled_batches(
             check(lib_path, v, ctx)
         lib = ctypes.CDLL(str(lib_path))
         sets = [timing_buffers(program, ctx, None if count == 1 else w) for w in range(count)]
-        try:
-            yield [[timed_batch(lib, v.name, ptrs) for _, ptrs in sets] for v in variants]
-        finally:
-            del sets
+        yield [[timed_batch(lib, v.name, ptrs) for _, ptrs in sets] for v in variants]
 
 
 def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:
