@@ -9,9 +9,10 @@ form for their shapes), so equal goals are equal keys.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -127,6 +128,7 @@ def subtract_limits(
     out = list(limits)
     for idx in target.sharing(level_idx, units):  # registers shared with another level: both
         if units > out[idx]:
+            short_of(idx, units)
             return None
         out[idx] = snap_down(out[idx] - units)
     return tuple(out)
@@ -161,3 +163,36 @@ class Spec:
         args = ", ".join(t.describe() for t in ins)
         eq = "+=" if self.accum else "="
         return f"{out.describe()} {eq} {self.op}({args})"
+
+
+#: What ``short_of`` notes while a Spec's actions are listed (``noting_shortfalls``): per
+#: level index, the least room an action left out needed; ``EVERY_LEVEL`` for a rule that
+#: cannot say (then every level is short).
+_shortfalls: list[dict[int, int]] = []
+EVERY_LEVEL = -1
+#: A ceiling above every limit (``morello.search.solve``): nothing was short of room there.
+NO_CEILING = 1 << 62
+
+
+def short_of(level_idx: int, need: int) -> None:
+    """Note that an action was left out because level ``level_idx`` had less room than
+    ``need`` (``EVERY_LEVEL``: for want of room somewhere, unknown where).
+
+    Every rule that leaves an action out for lack of room says so, here or through
+    ``subtract_limits`` (which does): the search then knows how far up the limits its
+    answer holds (``morello.search.solve``). Outside ``noting_shortfalls`` it does nothing."""
+    if _shortfalls:
+        log = _shortfalls[-1]
+        if need < log.get(level_idx, need + 1):
+            log[level_idx] = need
+
+
+@contextlib.contextmanager
+def noting_shortfalls() -> Iterator[dict[int, int]]:
+    """The shortfalls (level index -> least room needed) ``short_of`` notes inside."""
+    log: dict[int, int] = {}
+    _shortfalls.append(log)
+    try:
+        yield log
+    finally:
+        _shortfalls.pop()

@@ -397,6 +397,8 @@ class Target:
     peers: tuple[Peer, ...] = attrs.field(default=(), converter=tuple)
     #: Indices of the levels that hold whole Specs (``MemoryLevel.whole_specs``), derived.
     whole_specs_levels: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
+    #: Position of each level by name, derived (``level_index``, on the search's hot path).
+    _positions: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         whole = tuple(i for i, lv in enumerate(self.levels) if lv.whole_specs)
@@ -404,6 +406,7 @@ class Target:
         names = [lv.name for lv in self.levels]
         if len(set(names)) != len(names):
             raise ValueError(f"target {self.name!r} declares a memory level twice")
+        object.__setattr__(self, "_positions", {n: i for i, n in enumerate(names)})
         for lv in self.levels:
             if lv.ways < 0:
                 raise ValueError(f"level {lv.name}: ways must not be negative, got {lv.ways}")
@@ -454,7 +457,7 @@ class Target:
         names = lv.shares
         if not names or units <= lv.folds:
             return (level_idx,)
-        return (level_idx, *(self.level_index(n) for n in names))
+        return (level_idx, *(self._positions[n] for n in names))
 
     def level(self, name: str) -> MemoryLevel:
         """The level named ``name``; KeyError if absent."""
@@ -465,11 +468,7 @@ class Target:
 
     def level_index(self, level: str | MemoryLevel) -> int:
         """Position in ``levels`` of ``level`` (a level of this target, or its name)."""
-        name = str(level)
-        for i, lv in enumerate(self.levels):
-            if lv.name == name:
-                return i
-        raise KeyError(name)
+        return self._positions[level if isinstance(level, str) else level.name]
 
     def vector_type(self, dtype: str | Dtype, lanes: int) -> VectorType | None:
         """The vector type holding ``lanes`` elements of ``dtype`` (a Dtype or its name)."""

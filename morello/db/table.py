@@ -26,7 +26,7 @@ import attrs
 
 from morello.db.boxes import Box, BoxTable, Value, by_corners
 from morello.db.coords import Key, Point, limit_coord, spec_to_coords
-from morello.spec import Spec
+from morello.spec import Spec, snap_down
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -185,11 +185,20 @@ class MemoTable:
             self.tables[key] = t
         return t
 
-    def put(self, spec: Spec, solution: Solution | None) -> None:
-        """Store the solution (or the absence of one) of ``spec``."""
+    def put(
+        self, spec: Spec, solution: Solution | None, ceiling: tuple[int, ...] | None = None
+    ) -> None:
+        """Store the solution (or the absence of one) of ``spec``, which holds from its peaks
+        up to ``ceiling`` (per level, at least ``spec``'s limits; None: those limits)."""
         coords = self._missed.pop(spec, None)
         key, point = coords if coords is not None else spec_to_coords(spec, self.ctx)
         nsize = len(self.ctx.ruleset.ops[spec.op].index_vars)
+        if ceiling is not None and ceiling != spec.limits:
+            top = self.ctx.target.max_limits()
+            point = (
+                *point[:nsize],
+                *(limit_coord(snap_down(min(c, t))) for c, t in zip(ceiling, top, strict=True)),
+            )
         table = self.table(key)
         self.puts += 1
         self._dirty.add(key)

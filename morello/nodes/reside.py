@@ -30,7 +30,7 @@ import attrs
 
 from morello.cost import access_cost
 from morello.nodes.base import NodeBase, max_peaks
-from morello.spec import Spec, TensorSpec, memory_units, snap_up
+from morello.spec import Spec, TensorSpec, memory_units, short_of, snap_up
 
 if TYPE_CHECKING:
     from morello.codegen.c import Emitter, View
@@ -94,10 +94,11 @@ def resident_operands(
     moving there, or they do not fit."""
     target = ctx.target
     level = target.levels[idx]
-    if spec.limits[idx] == 0:
-        return None
     moved = tuple(i for i, ts in enumerate(spec.operands) if level.name in ts.level.moves_to)
     if not moved:
+        return None
+    if spec.limits[idx] == 0:
+        short_of(idx, 1)  # (at least: the operands are not sized when there is no room)
         return None
     operands = list(spec.operands)
     units = 0
@@ -105,6 +106,7 @@ def resident_operands(
         operands[i] = attrs.evolve(spec.operands[i], level=level)
         units += memory_units(operands[i], level)
     if units > spec.limits[idx]:
+        short_of(idx, units)
         return None
     return moved, tuple(operands)
 

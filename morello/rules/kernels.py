@@ -17,7 +17,7 @@ from typing import Final
 import attrs
 
 from morello.errors import SourceLocation
-from morello.spec import Spec, TensorSpec
+from morello.spec import Spec, TensorSpec, short_of
 
 #: ``{x}``, ``{&x}`` (groups 1 and 2) or ``{mask(n)}`` (group 3).
 PLACEHOLDER: Final = re.compile(
@@ -107,10 +107,6 @@ class Kernel:
         """
         if spec.op != self.op or spec.accum != self.accum:
             return None
-        if level_index is not None:
-            for level, units in self.scratch:
-                if spec.limits[level_index(level)] < units:
-                    return None
         if len(spec.operands) != len(self.operands):
             return None
         bindings: dict[str, int] = {}
@@ -120,6 +116,12 @@ class Kernel:
         for var, lo, hi in self.bounds:
             if not lo <= bindings[var] <= hi:
                 return None
+        if level_index is not None:
+            for level, units in self.scratch:
+                idx = level_index(level)
+                if spec.limits[idx] < units:
+                    short_of(idx, units)  # it would match with more room
+                    return None
         return bindings
 
     def main_cost(self, bindings: Mapping[str, int], coefficients: Mapping[str, int]) -> int:

@@ -22,7 +22,7 @@ from morello.nodes import BlockAction
 from morello.rules.graph import GRAPH_PATTERN, is_graph
 from morello.rules.index_notation import base_name
 from morello.rules.schemas import LEVEL_KINDS, serial_over, temp_buffers
-from morello.spec import Spec, TensorSpec, memory_units, subtract_limits
+from morello.spec import EVERY_LEVEL, Spec, TensorSpec, memory_units, short_of, subtract_limits
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -72,7 +72,10 @@ class SchemaRule:
         """Every action this rule offers for ``spec``, in a fixed order (its schema's)."""
         if not any(p.matches(spec) for p in self.patterns):
             return
-        yield from ctx.schemas[self.schema].actions(self, spec, ctx)
+        schema = ctx.schemas[self.schema]
+        if not getattr(schema, "reports_room", False):
+            short_of(EVERY_LEVEL, 0)  # it may leave actions out for want of room unsaid
+        yield from schema.actions(self, spec, ctx)
 
     def actions_making(
         self, spec: Spec, ctx: SynthesisContext, decision: tuple[Any, ...]

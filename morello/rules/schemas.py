@@ -87,6 +87,12 @@ class Schema(Protocol):
     its level's ``moves_to`` (which takes room under the limits). The search uses the
     promise to answer dead ends at once (``morello.search.dead_ends``); without the method,
     Specs the rule applies to are always searched.
+
+    A schema whose ``reports_room`` is true promises that it leaves an action out for lack
+    of room under the limits only through ``spec.subtract_limits``, or after telling
+    ``spec.short_of``: then the search reuses an answer under larger limits where no action
+    left out would fit (``morello.search.solve``). Without it, a Spec the rule applies to
+    is solved again under any other limits.
     """
 
     name: str
@@ -169,6 +175,7 @@ class TileOut:
     """Loop over one output index in steps its rule's size policy gives (a tail if needed)."""
 
     name: str = "tile_out"
+    reports_room = True  # (see Schema)
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A loop per tileable output index and step."""
@@ -190,6 +197,7 @@ class Split:
     """Loop over one reduction index of an accumulating Spec."""
 
     name: str = "split"
+    reports_room = True  # (see Schema)
     #: Splits along reductions: a rule may name only ops with an accumulating form.
     splits: bool = True
 
@@ -216,6 +224,7 @@ class SplitInit:
     initializing the output and the others accumulating into it (``InitLoopAction``)."""
 
     name: str = "split_init"
+    reports_room = True  # (see Schema)
     #: Splits along reductions: a rule may name only ops with an accumulating form.
     splits: bool = True
 
@@ -263,6 +272,7 @@ class Move:
     """Bring an operand into a level the target allows, in a layout the rule allows."""
 
     name: str = "move"
+    reports_room = True  # (see Schema)
 
     def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
         """A move per operand, destination level, layout and vector size."""
@@ -287,6 +297,7 @@ class Pipeline:
     """
 
     name: str = "pipeline"
+    reports_room = True  # (see Schema)
 
     def operand_places(
         self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
@@ -353,6 +364,7 @@ class ParallelTileOut:
     """
 
     name: str = "parallel_tile_out"
+    reports_room = True  # (see Schema)
 
     operand_places = staticmethod(same_place)
 
@@ -386,6 +398,7 @@ class Reside:
     """
 
     name: str = "reside"
+    reports_room = True  # (see Schema)
 
     operand_places = staticmethod(same_place)
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from morello.rules.rewrites import DecomposeRule, SchemaRule
+from morello.spec import NO_CEILING
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -83,11 +84,31 @@ class DeadEnds:
             strandings = self._strandings[key] = self.strandings(
                 spec.op, spec.accum, len(spec.operands), key[2]
             )
+        return self._stranded_exits(spec, strandings) is not None
+
+    def _stranded_exits(self, spec: Spec, strandings: Strandings) -> tuple[int, ...] | None:
+        """The exits (limit positions) of a stranded operand of ``spec``, or None."""
+        limits = spec.limits
         for ts, stranded in zip(spec.operands, strandings, strict=True):
             for level, exits in stranded:
                 if ts.level.name == level and all(limits[i] == 0 for i in exits):
-                    return True
-        return False
+                    return exits
+        return None
+
+    def ceiling(self, spec: Spec) -> tuple[int, ...]:
+        """For a dead ``spec``: the most room per level under which it stays dead (its
+        stranded operand's exits stay empty, and no more kernels' scratch fits)."""
+        limits = spec.limits
+        out = [NO_CEILING] * len(limits)
+        for i, n in self._needs:
+            if limits[i] < n:
+                out[i] = min(out[i], n - 1)
+        key = (spec.op, spec.accum, tuple(limits[i] >= n for i, n in self._needs))
+        exits = self._stranded_exits(spec, self._strandings[key])
+        assert exits is not None, "ceiling() is for dead Specs"
+        for i in exits:
+            out[i] = 0
+        return tuple(out)
 
     def strandings(
         self, op: str, accum: bool, arity: int, fits: tuple[bool, ...] | None = None
