@@ -77,6 +77,10 @@ class DeadEnds:
 
     def dead(self, spec: Spec) -> bool:
         """Whether ``spec`` has a stranded operand (so no implementation)."""
+        return self._stranded_exits(spec) is not None
+
+    def _stranded_exits(self, spec: Spec) -> tuple[int, ...] | None:
+        """The exits (limit positions) of a stranded operand of ``spec``, or None."""
         limits = spec.limits
         key = (spec.op, spec.accum, tuple(limits[i] >= n for i, n in self._needs))
         strandings = self._strandings.get(key)
@@ -84,11 +88,6 @@ class DeadEnds:
             strandings = self._strandings[key] = self.strandings(
                 spec.op, spec.accum, len(spec.operands), key[2]
             )
-        return self._stranded_exits(spec, strandings) is not None
-
-    def _stranded_exits(self, spec: Spec, strandings: Strandings) -> tuple[int, ...] | None:
-        """The exits (limit positions) of a stranded operand of ``spec``, or None."""
-        limits = spec.limits
         for ts, stranded in zip(spec.operands, strandings, strict=True):
             for level, exits in stranded:
                 if ts.level.name == level and all(limits[i] == 0 for i in exits):
@@ -103,8 +102,7 @@ class DeadEnds:
         for i, n in self._needs:
             if limits[i] < n:
                 out[i] = min(out[i], n - 1)
-        key = (spec.op, spec.accum, tuple(limits[i] >= n for i, n in self._needs))
-        exits = self._stranded_exits(spec, self._strandings[key])
+        exits = self._stranded_exits(spec)
         assert exits is not None, "ceiling() is for dead Specs"
         for i in exits:
             out[i] = 0

@@ -12,7 +12,7 @@ from morello.lang.spec_file import build_program, parse_spec_file
 from morello.rules.rewrites import DecomposeRule, Stage
 from morello.search.dead_ends import ANY, DeadEnds
 from morello.search.solve import Solution, synthesize
-from morello.spec import Spec
+from morello.spec import Spec, snap_down
 
 SOURCES = {
     "matmul": "func f(a: f32[8, 8], b: f32[8, 16]) -> c: f32[8, 16] { c = matmul(a, b) }",
@@ -66,7 +66,8 @@ def test_dead_ends_against_full_search(ctx: SynthesisContext, name: str) -> None
 
 def test_stranded_operand(ctx: SynthesisContext) -> None:
     """An operand in a level no reachable kernel reads, with no room in any level it moves
-    to, makes its Spec dead; room in one of those levels revives it."""
+    to, makes its Spec dead; room in one of those levels revives it. Its ceiling is 0 at
+    those levels, and room up to its ceiling elsewhere leaves it dead."""
     judge = DeadEnds(ctx)
     spec = _spec(ctx, "matmul")
     found = [
@@ -83,6 +84,13 @@ def test_stranded_operand(ctx: SynthesisContext) -> None:
     starved = tuple(0 if j in exits else n for j, n in enumerate(spec.limits))
     assert judge.dead(attrs.evolve(spec, operands=tuple(operands), limits=starved))
     assert not judge.dead(attrs.evolve(spec, operands=tuple(operands)))
+    small = tuple(0 if j in exits else max(1, n // 8) for j, n in enumerate(spec.limits))
+    dead = attrs.evolve(spec, operands=tuple(operands), limits=small)
+    ceiling = judge.ceiling(dead)
+    assert all(ceiling[j] == 0 for j in exits)
+    top = ctx.target.max_limits()
+    raised = tuple(snap_down(min(c, t)) for c, t in zip(ceiling, top, strict=True))
+    assert raised != small and judge.dead(attrs.evolve(dead, limits=raised))
 
 
 def test_scratch_that_cannot_fit(ctx: SynthesisContext) -> None:
