@@ -195,9 +195,10 @@ class MemoTable:
         nsize = len(self.ctx.ruleset.ops[spec.op].index_vars)
         if ceiling is not None and ceiling != spec.limits:
             top = self.ctx.target.max_limits()
+            reach = zip(ceiling, top, point[nsize:], strict=True)
             point = (
                 *point[:nsize],
-                *(limit_coord(snap_down(min(c, t))) for c, t in zip(ceiling, top, strict=True)),
+                *(max(limit_coord(snap_down(min(c, t))), p) for c, t, p in reach),
             )
         table = self.table(key)
         self.puts += 1

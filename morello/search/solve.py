@@ -84,10 +84,16 @@ def _at_most(low: tuple[int, ...], high: tuple[int, ...]) -> bool:
 
 def _ceiling(spec: Spec, shortfalls: dict[int, int]) -> list[int]:
     """The most room per level under which ``spec``'s own actions are those listed: one
-    less than the least room an action left out needed there (``spec.short_of``)."""
+    less than the least room an action left out needed there (``spec.short_of``), and never
+    below the Spec's limits (a need noted after room was taken for a first temporary may
+    be within them)."""
+    limits = spec.limits
     if EVERY_LEVEL in shortfalls:
-        return list(spec.limits)
-    return [shortfalls[j] - 1 if j in shortfalls else NO_CEILING for j in range(len(spec.limits))]
+        return list(limits)
+    return [
+        max(shortfalls[j] - 1, limits[j]) if j in shortfalls else NO_CEILING
+        for j in range(len(limits))
+    ]
 
 
 def _lower(ceiling: list[int], spec: Spec, child: Spec, below: tuple[int, ...] | None) -> bool:
