@@ -189,3 +189,15 @@ def test_memo_table_box_reaches_the_ceiling(ctx: SynthesisContext) -> None:
     if above[grow] <= root.limits[grow]:
         assert table.get(attrs.evolve(small, limits=tuple(above))) is MISSING
     assert max(ctx.target.max_limits()) < NO_CEILING
+
+
+def test_ceiling_never_below_the_limits(ctx: SynthesisContext) -> None:
+    """A need noted against less room than the Spec has (a decomposition's second
+    temporary, after the first took room) leaves the ceiling at the Spec's limits there;
+    a need above them lifts it to one less than the need."""
+    spec = _spec(ctx, "matmul")
+    j = next(i for i, n in enumerate(spec.limits) if n > 2)
+    assert solve._ceiling(spec, {j: spec.limits[j] - 1})[j] == spec.limits[j]
+    assert solve._ceiling(spec, {j: 3 * spec.limits[j]})[j] == 3 * spec.limits[j] - 1
+    others = solve._ceiling(spec, {j: 3 * spec.limits[j]})
+    assert all(c == NO_CEILING for i, c in enumerate(others) if i != j)
