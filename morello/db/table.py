@@ -151,6 +151,7 @@ class MemoTable:
         out with ``collect`` (a precompute worker hands it to the one writer)."""
         self.ctx = ctx
         self.read_only = read_only
+        self._top = ctx.target.max_limits()  # the root's limits: where a box's reach ends
         self._counted = (0, 0)  # Specs solved elsewhere, and their pickled bytes (``absorb``)
         self.tables: dict[Key, BoxTable] = {}
         self.store = store
@@ -194,8 +195,7 @@ class MemoTable:
         key, point = coords if coords is not None else spec_to_coords(spec, self.ctx)
         nsize = len(self.ctx.ruleset.ops[spec.op].index_vars)
         if ceiling is not None and ceiling != spec.limits:
-            top = self.ctx.target.max_limits()
-            reach = zip(ceiling, top, point[nsize:], strict=True)
+            reach = zip(ceiling, self._top, point[nsize:], strict=True)
             point = (
                 *point[:nsize],
                 *(max(limit_coord(snap_down(min(c, t))), p) for c, t, p in reach),
