@@ -267,28 +267,36 @@ def test_bench_json_openblas_within_15_percent_of_a_direct_c_loop(
     target_name: str, ctx: SynthesisContext, blas_direct: Path, tmp_path: Path
 ) -> None:
     env = dict(next(p for p in ctx.target.peers if p.library == "openblas").env)
-    # The machine is shared: a neighbour can slow either side of one comparison by a third. A
-    # benchmark that times the peer differently (another routine, another thread count, the
-    # call's overhead) is off in every attempt, so the comparison is repeated, bench and direct
-    # loop side by side, and one attempt within 15% passes. The same holds for our time over
-    # the FMA peak bench measures beside it (a neighbour slowing the peak loop read 1.39): a
-    # peak counted wrong (half the flops) is above 1.2 in every attempt.
+    # The machine is shared: a neighbour (another test worker) can slow either side of one
+    # comparison by a third. A benchmark that times the peer differently (another routine,
+    # another thread count, the call's overhead) is off in every attempt, so the comparison is
+    # repeated, each attempt timing the direct loop just before and just after bench, and one
+    # attempt whose bench figure lies within 15% of that bracket passes (a run of CI read
+    # 1.42, 0.82 and 0.85 against a direct loop timed only after bench). The same holds for
+    # our time over the FMA peak bench measures beside it (a neighbour slowing the peak loop
+    # read 1.39): a peak counted wrong (half the flops) is above 1.2 in every attempt.
     seen = []
-    for _ in range(3):
+    peer = None
+    for _ in range(5):
+        before = None
+        if peer is not None:  # (the routine is known from the first attempt on)
+            before = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(3))
         row = _bench_json(target_name, ROOT / "examples" / "matmul_64.lark", tmp_path)
         openblas = row["peers"]["openblas"]
         assert openblas["detail"]["threads"] == "1"
         peer = PeerTiming(
             "openblas", "openblas", "f32", openblas["routine"], None, {}, openblas["detail"], False
         )  # type: ignore[arg-type]
-        direct = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(5))
-        seen.append((openblas["seconds"], direct, row["fraction_of_limit"]))
-        if abs(openblas["seconds"] / direct - 1) < 0.15 and 0 < row["fraction_of_limit"] < 1.2:
+        after = statistics.median(_direct(peer, env, blas_direct, 64) for _ in range(3))
+        low, high = min(before or after, after), max(before or after, after)
+        seen.append((openblas["seconds"], before, after, row["fraction_of_limit"]))
+        if 0.85 * low < openblas["seconds"] < 1.15 * high and 0 < row["fraction_of_limit"] < 1.2:
             break
     else:
         pytest.fail(
-            "bench and a direct C loop disagree by more than 15%, or our time is above 1.2 of "
-            f"the FMA peak, in every attempt (peer s, direct s, fraction): {seen}"
+            "bench is more than 15% outside the direct C loop's times around it, or our time is "
+            "above 1.2 of the FMA peak, in every attempt (peer s, direct s before and after, "
+            f"fraction): {seen}"
         )
     # The rest of the row: the array peers too, the limits, the ratio to each peer and the best.
     for named in ctx.target.peers:
