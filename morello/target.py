@@ -461,10 +461,7 @@ class Target:
 
     def level(self, name: str) -> MemoryLevel:
         """The level named ``name``; KeyError if absent."""
-        for lv in self.levels:
-            if lv.name == name:
-                return lv
-        raise KeyError(name)
+        return self.levels[self._positions[name]]
 
     def level_index(self, level: str | MemoryLevel) -> int:
         """Position in ``levels`` of ``level`` (a level of this target, or its name)."""

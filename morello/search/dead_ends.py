@@ -94,16 +94,18 @@ class DeadEnds:
                     return exits
         return None
 
-    def ceiling(self, spec: Spec) -> tuple[int, ...]:
+    def ceiling(self, spec: Spec) -> tuple[int, ...] | None:
         """For a dead ``spec``: the most room per level under which it stays dead (its
-        stranded operand's exits stay empty, and no more kernels' scratch fits)."""
+        stranded operand's exits stay empty, and no more kernels' scratch fits); None for
+        a Spec that is not dead."""
+        exits = self._stranded_exits(spec)
+        if exits is None:
+            return None
         limits = spec.limits
         out = [NO_CEILING] * len(limits)
         for i, n in self._needs:
             if limits[i] < n:
                 out[i] = min(out[i], n - 1)
-        exits = self._stranded_exits(spec)
-        assert exits is not None, "ceiling() is for dead Specs"
         for i in exits:
             out[i] = 0
         return tuple(out)

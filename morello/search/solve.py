@@ -150,9 +150,11 @@ class _Walk:
         got = self.answers.get(spec, MISSING)
         if got is MISSING:
             got = self._shared(spec)
-            if got is MISSING and self.dead_ends.dead(spec):
-                got = None  # not solved, nor stored: it is recognized as fast as looked up
-                self.ceilings[spec] = self.dead_ends.ceiling(spec)
+            if got is MISSING:
+                dead = self.dead_ends.ceiling(spec)
+                if dead is not None:
+                    got = None  # not solved, nor stored: recognized as fast as looked up
+                    self.ceilings[spec] = dead
             if got is MISSING:
                 got = self._remembered(spec)
             if got is MISSING:
