@@ -28,7 +28,7 @@ import attrs
 from morello import calibration
 from morello.codegen.c import lower_function
 from morello.codegen.fidelity import cheapest_programs, compiled_batches
-from morello.codegen.timing import measure_interleaved
+from morello.codegen.timing import Timing, measure_interleaved
 from morello.context import SynthesisContext
 from morello.errors import MorelloError, SpecError
 from morello.impl import Impl
@@ -145,7 +145,8 @@ def calibrate(
     ``detail`` (per program: function, rank (its place in the pool: the refinement's
     programs come after the first pool's), measured seconds (``quiet_time`` of its rounds),
     the seconds predicted before and after the fit, its feature row over ``names``, the
-    fitted parameters, ``rounds``, its time in each round, and ``refinement``, the pass
+    fitted parameters, ``rounds``, its time in each round (the median of the round's 3
+    batches), ``round_lows``, each round's fastest batch, and ``refinement``, the pass
     that added it, 0 for the first pool). ``before`` and ``after`` also hold
     ``chosen_over_fastest``: over the functions, the geometric mean of the measured time of
     the program the coefficients predict cheapest in the function's pool over the fastest
@@ -169,16 +170,20 @@ def calibrate(
         synthesize(program.spec, ctx, memo)
         pools.append((program, cheapest_programs(program, ctx, memo, per_function, spacing=0.02)))
     samples: list[list[list[float]]] = [[[] for _ in impls] for _, impls in pools]
+    # Each round's fastest batch too, kept in the report (not fitted): what a floor nearer
+    # the machine's best would read (benchmarks/calibration_repeat.py compares the two).
+    lows: list[list[list[float]]] = [[[] for _ in impls] for _, impls in pools]
     with contextlib.ExitStack() as compiled:
         batches = []
         for program, impls in pools:
             say(f"compiling and checking the programs of {program.name}")
             batches.append(compiled.enter_context(compiled_batches(program, impls, ctx)))
         for r in range(rounds):
-            for (program, _), timed, out in zip(pools, batches, samples, strict=True):
+            for (program, _), timed, out, low in zip(pools, batches, samples, lows, strict=True):
                 say(f"timing {program.name} (round {r + 1} of {rounds})")
-                for t, acc in zip(_round(timed, min_batch_s), out, strict=True):
-                    acc.append(t)
+                for t, acc, acc_low in zip(_round(timed, min_batch_s), out, low, strict=True):
+                    acc.append(t.median)
+                    acc_low.append(t.low)
 
     # The pass that added each program: 0 for the first pool, then each refinement's.
     passes: list[list[int]] = [[0] * len(impls) for _, impls in pools]
@@ -210,7 +215,7 @@ def calibrate(
     fitted, after, rows, base_rows = fit_all()
     refined = 0
     for n in range(refine):
-        added = _refine(pools, samples, passes, n + 1, ctx, fitted, rounds, min_batch_s, say)
+        added = _refine(pools, samples, lows, passes, n + 1, ctx, fitted, rounds, min_batch_s, say)
         if not added:
             break
         refined += added
@@ -223,6 +228,7 @@ def calibrate(
 
     labels = [(p.name, rank) for p, impls in pools for rank in range(len(impls))]
     rounds_of = [acc for out in samples for acc in out]
+    lows_of = [acc for out in lows for acc in out]
     detail = [
         {
             "function": fn,
@@ -232,15 +238,17 @@ def calibrate(
             "after": a,
             "features": row,
             "rounds": acc,
+            "round_lows": acc_low,
             "refinement": added_by,
         }
-        for (fn, rank), t, b, a, row, acc, added_by in zip(
+        for (fn, rank), t, b, a, row, acc, acc_low, added_by in zip(
             labels,
             seconds,
             predicted(base, before["unit_s"], base_rows),
             predicted(fitted, after["unit_s"], rows),
             rows,
             rounds_of,
+            lows_of,
             [x for out in passes for x in out],
             strict=True,
         )
@@ -281,15 +289,16 @@ def calibrate(
     }
 
 
-def _round(timed: Sequence[Sequence[Callable[[int], float]]], min_batch_s: float) -> list[float]:
-    """One round of timing: each program's median of 3 batches (on its one placement), the
-    programs' batches taken in turn (``timing.measure_interleaved``)."""
-    return [t.median for t in measure_interleaved([b[0] for b in timed], 3, min_batch_s)]
+def _round(timed: Sequence[Sequence[Callable[[int], float]]], min_batch_s: float) -> list[Timing]:
+    """One round of timing: each program's 3 batches (on its one placement; the median is
+    the round's time), the programs' batches taken in turn (``timing.measure_interleaved``)."""
+    return measure_interleaved([b[0] for b in timed], 3, min_batch_s)
 
 
 def _refine(
     pools: list[tuple[Program, list[Impl]]],
     samples: list[list[list[float]]],
+    lows: list[list[list[float]]],
     passes: list[list[int]],
     number: int,
     ctx: SynthesisContext,
@@ -306,7 +315,8 @@ def _refine(
     ``rounds`` rounds beside the pool's first program. Each new program's round times are
     scaled by the first program's ``quiet_time`` in the pool's rounds over its
     ``quiet_time`` in these, so that they read as if timed with the pool. The programs
-    join the pool (``pools``, ``samples`` and ``passes`` are extended in place).
+    join the pool (``pools``, ``samples``, ``lows`` and ``passes`` are extended in place;
+    ``lows``, each round's fastest batch, is scaled alike).
     """
     at = attrs.evolve(ctx, coefficients=fitted)
     memo: dict[Any, Any] = {}
@@ -324,14 +334,20 @@ def _refine(
             continue
         anchor = [impls[0], *new]
         times: list[list[float]] = [[] for _ in anchor]
+        times_low: list[list[float]] = [[] for _ in anchor]
         with compiled_batches(program, anchor, ctx) as timed:
             for r in range(rounds):
                 say(f"timing the fit's choices of {program.name} (round {r + 1} of {rounds})")
-                for t, acc in zip(_round(timed, min_batch_s), times, strict=True):
-                    acc.append(t)
+                for t, acc, acc_low in zip(
+                    _round(timed, min_batch_s), times, times_low, strict=True
+                ):
+                    acc.append(t.median)
+                    acc_low.append(t.low)
         scale = quiet_time(samples[i][0]) / quiet_time(times[0])
+        scale_low = quiet_time(lows[i][0]) / quiet_time(times_low[0])
         impls.extend(new)
         samples[i].extend([t * scale for t in acc] for acc in times[1:])
+        lows[i].extend([t * scale_low for t in acc] for acc in times_low[1:])
         passes[i].extend([number] * len(new))
         added += len(new)
     return added

@@ -85,6 +85,11 @@ def test_calibrate_fits_a_small_set(ctx: SynthesisContext, monkeypatch: pytest.M
     for d in report["detail"]:
         assert len(d["rounds"]) == 2
         assert d["seconds"] == min(d["rounds"])
+        # Each round's fastest batch is no slower than its median batch (refinement's
+        # programs: both scaled, by different factors, so only the count is checked).
+        assert len(d["round_lows"]) == 2
+        if d["refinement"] == 0:
+            assert all(lo <= t for lo, t in zip(d["round_lows"], d["rounds"], strict=True))
     # The refinement's programs, if the fit chose any not timed, are marked and counted.
     assert report["refined"] == sum(d["refinement"] > 0 for d in report["detail"])
     for key in ("before", "after"):
@@ -101,10 +106,13 @@ def test_refinement_times_what_the_fit_would_choose(ctx: SynthesisContext) -> No
     impls = cheapest_programs(program, ctx, memo, top, spacing=0.02)
     pools = [(program, impls)]
     samples = [[[1e-6, 2e-6] for _ in impls]]  # two rounds each, as the first timing left them
+    lows = [[[0.9e-6, 1.8e-6] for _ in impls]]  # and each round's fastest batch
     passes = [[0] * len(impls)]
     # Nothing new under the coefficients the pool was chosen with.
     assert (
-        calibrate_mod._refine(pools, samples, passes, 1, ctx, ctx.coefficients, 2, 0.002, print)
+        calibrate_mod._refine(
+            pools, samples, lows, passes, 1, ctx, ctx.coefficients, 2, 0.002, print
+        )
         == 0
     )
     # Coefficients under which the L1 is dear choose other programs.
@@ -113,14 +121,14 @@ def test_refinement_times_what_the_fit_would_choose(ctx: SynthesisContext) -> No
         level_hit={**ctx.coefficients.level_hit, "L1": 1000 * ctx.coefficients.level_hit["GL"]},
     )
     first = len(impls)
-    added = calibrate_mod._refine(pools, samples, passes, 1, ctx, dear, 2, 0.002, print)
+    added = calibrate_mod._refine(pools, samples, lows, passes, 1, ctx, dear, 2, 0.002, print)
     assert 1 <= added <= top
-    assert len(pools[0][1]) == len(samples[0]) == len(passes[0]) == first + added
+    assert len(pools[0][1]) == len(samples[0]) == len(lows[0]) == len(passes[0]) == first + added
     assert passes[0] == [0] * first + [1] * added
     texts = {lower_function(impl, program, ctx)[0] for impl in pools[0][1]}
     assert len(texts) == first + added  # only programs not timed before
-    for rounds in samples[0][first:]:
-        assert len(rounds) == 2 and all(t > 0 for t in rounds)
+    for rounds, round_lows in zip(samples[0][first:], lows[0][first:], strict=True):
+        assert len(rounds) == len(round_lows) == 2 and all(t > 0 for t in rounds + round_lows)
 
 
 @pytest.mark.runs_code
