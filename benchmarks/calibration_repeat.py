@@ -6,7 +6,8 @@
 Each report holds every program's feature row and its time in each round (``detail``), so
 the fit can be made again offline, deterministically, with each way of reducing the rounds
 to one time (``median`` of the rounds, ``fastest`` round, and, in reports that keep each
-round's fastest batch, ``fastest batch``) and each weight of the pull toward the defaults.
+round's fastest batch, ``fastest batch``) and each weight of the pull toward the defaults
+(``--rounds N``: each report's first N rounds only, to see what fewer rounds would give).
 Only the programs every report timed are fitted (the refinement may add other programs to
 each run). For every combination it prints, as a Markdown row:
 
@@ -43,9 +44,13 @@ REDUCE = {
 }
 
 
+#: Rounds of each report used (``--rounds``); all when None.
+ROUNDS: int | None = None
+
+
 def _time(d: dict[str, Any], how: str) -> float:
     key, reduce = REDUCE[how]
-    return reduce(d[key])
+    return reduce(d[key][:ROUNDS])
 
 
 def _fit(doc: dict[str, Any], rows: list[int], how: str, prior: float, base: Any) -> Any:
@@ -65,7 +70,12 @@ def main() -> int:
     ap.add_argument("--target", default="zen1")
     ap.add_argument("--priors", default="0.3,0.6,1.0", help="pull weights to try")
     ap.add_argument("reports", nargs="+", type=Path, help="calibrate --json reports (2 or more)")
+    ap.add_argument(
+        "--rounds", type=int, default=None, help="use only each report's first N rounds"
+    )
     args = ap.parse_args()
+    global ROUNDS
+    ROUNDS = args.rounds
     docs = [json.loads(p.read_text(encoding="utf-8")) for p in args.reports]
     if len(docs) < 2 or any("rounds" not in d for doc in docs for d in doc["detail"]):
         print("need two or more reports whose detail has each round's time", file=sys.stderr)
