@@ -44,20 +44,19 @@ REDUCE = {
 }
 
 
-#: Rounds of each report used (``--rounds``); all when None.
-ROUNDS: int | None = None
-
-
-def _time(d: dict[str, Any], how: str) -> float:
+def _time(d: dict[str, Any], how: str, rounds: int | None) -> float:
+    """A program's time reduced ``how`` from its first ``rounds`` rounds (all: None)."""
     key, reduce = REDUCE[how]
-    return reduce(d[key][:ROUNDS])
+    return reduce(d[key][:rounds])
 
 
-def _fit(doc: dict[str, Any], rows: list[int], how: str, prior: float, base: Any) -> Any:
+def _fit(
+    doc: dict[str, Any], rows: list[int], how: str, rounds: int | None, prior: float, base: Any
+) -> Any:
     det = [doc["detail"][i] for i in rows]
     return calibration.fit(
         [d["features"] for d in det],
-        [_time(d, how) for d in det],
+        [_time(d, how, rounds) for d in det],
         doc["names"],
         base,
         prior=prior,
@@ -74,8 +73,6 @@ def main() -> int:
         "--rounds", type=int, default=None, help="use only each report's first N rounds"
     )
     args = ap.parse_args()
-    global ROUNDS
-    ROUNDS = args.rounds
     docs = [json.loads(p.read_text(encoding="utf-8")) for p in args.reports]
     if len(docs) < 2 or any("rounds" not in d for doc in docs for d in doc["detail"]):
         print("need two or more reports whose detail has each round's time", file=sys.stderr)
@@ -101,7 +98,7 @@ def main() -> int:
     print("|---" * (len(head) + 5) + "|")
     for how in ways:
         for prior in (float(p) for p in args.priors.split(",")):
-            fits = [_fit(doc, everything, how, prior, base) for doc in docs]
+            fits = [_fit(doc, everything, how, args.rounds, prior, base) for doc in docs]
             values = [[calibration.get_param(c, n) for n in names] for c, _ in fits]
             cells = []
             for scaled in (False, True):
@@ -118,9 +115,9 @@ def main() -> int:
                 for f in functions:
                     train = [k for k in everything if keys[k][0] != f]
                     test = [k for k in everything if keys[k][0] == f]
-                    coeffs, _ = _fit(docs[i], train, how, prior, base)
+                    coeffs, _ = _fit(docs[i], train, how, args.rounds, prior, base)
                     pred = calibration.predict([keys[k][1] for k in test], names, coeffs)
-                    got = [_time(docs[j]["detail"][k], how) for k in test]
+                    got = [_time(docs[j]["detail"][k], how, args.rounds) for k in test]
                     errs += [abs(p * 1e-12 - t) / t for p, t in zip(pred, got, strict=True)]
                     taus.append(rank_agreement(pred, got)["kendall_tau"] or 0.0)
                 held_err.append(statistics.median(errs))
