@@ -106,7 +106,25 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m morello``; returns the exit code."""
+    """Entry point of ``python -m morello``; returns the exit code.
+
+    Output piped into a program that stops reading early (``| head``) ends the run quietly
+    with ``ExitCode.BROKEN_PIPE`` (what a shell gives a command killed by SIGPIPE), not a
+    traceback.
+    """
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe is found here, not at exit
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so that the interpreter's
+        # own flush at exit does not complain again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return ExitCode.BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "db":
         return _db_main(argv[1:])
@@ -194,7 +212,9 @@ def _db_main(argv: Sequence[str]) -> int:
         if args.db:
             path = Path(args.db)
         else:
-            path = default_db_path(args.target or _default_target(Plugins()))
+            plugins = Plugins()
+            # An unknown target is named as such, not as a file that does not exist.
+            path = default_db_path(plugins.target(args.target or _default_target(plugins)).name)
         stats = file_stats(path)
     except MorelloError as exc:
         print(exc.format(), file=sys.stderr)

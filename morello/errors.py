@@ -18,6 +18,9 @@ class ExitCode(enum.IntEnum):
     OK = 0
     CHECK_FAILED = 1
     USAGE_ERROR = 2
+    #: The output was piped into a program that stopped reading (``| head``): what a shell
+    #: reports for a command killed by SIGPIPE (128 + 13).
+    BROKEN_PIPE = 141
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,43 @@ def test_cli_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
     _, err = capsys.readouterr()
     assert code == 2
     assert "unrecognized arguments: --no-such-option" in err
+
+
+def test_cli_db_stats_names_an_unknown_target(capsys: pytest.CaptureFixture[str]) -> None:
+    # Not "memo table .../zen2-v6.sqlite3 does not exist": the target is what is wrong.
+    installed = ", ".join(it.target.name for it in Plugins().targets())
+    code, err, out = _run(capsys, "db", "stats", "--target", "zen2")
+    assert code == ExitCode.USAGE_ERROR
+    assert err == [
+        f"morello: error: unknown target 'zen2' (installed: {installed}; see --list-targets)"
+    ]
+    assert out == ""
+
+
+@pytest.mark.parametrize("argv", [["--list-targets"], ["db", "stats", "--db", "DB"]])
+def test_cli_output_into_a_closed_pipe_is_not_a_traceback(
+    argv: list[str], tmp_path: Path, target_name: str
+) -> None:
+    """``python -m morello ... | head`` where head has stopped reading: no traceback, no
+    "Exception ignored" from the interpreter's flush at exit, exit code 141."""
+    db = tmp_path / "t.sqlite3"
+    spec = _spec(tmp_path, _GOOD)
+    assert main(["--target", target_name, "--db", str(db), str(spec)]) == ExitCode.OK
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "morello", *(str(db) if a == "DB" else a for a in argv)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == ExitCode.BROKEN_PIPE == 141
+    assert result.stderr == ""
 
 
 def test_cli_synthesizes_tiny_spec(
