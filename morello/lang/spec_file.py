@@ -8,6 +8,7 @@ index sizes (reporting shape mismatches), and builds the root Spec. Knows no op 
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,13 +91,23 @@ def parse_spec_file(path: str | Path, text: str | None = None) -> SpecFile:
 
     Raises:
         SpecSyntaxError: the text does not follow the grammar.
-        SpecError: the file cannot be read.
+        SpecError: the file cannot be read, or two functions have one name.
     """
     path = str(path)
     if text is None:
         text = read_source(path, "spec file", SpecError)
     tree = parse("spec.lark", text, path, SpecSyntaxError)
-    return SpecFile(path, tuple(_func(path, f) for f in tree.children))  # type: ignore[arg-type]
+    funcs = [_func(path, f) for f in tree.children]  # type: ignore[arg-type]
+    first: dict[str, FuncDef] = {}
+    for func in funcs:
+        # Each becomes a C function of that name, and C allows one definition.
+        if func.name in first:
+            at = first[func.name].loc
+            raise SpecError(
+                f"function {func.name} is defined twice (first at line {at.line})", func.loc
+            )
+        first[func.name] = func
+    return SpecFile(path, tuple(funcs))
 
 
 def _func(path: str, tree: lark.Tree[lark.Token]) -> FuncDef:
@@ -140,6 +151,11 @@ def _expr(path: str, tree: lark.Tree[lark.Token]) -> Call | Var:
 # ---- check pass -----------------------------------------------------------------------------
 
 
+#: The most elements a tensor may have: the generated C indexes every buffer with ``int``
+#: loop variables and offsets, which stay below a tensor's size, so this bounds them.
+MAX_ELEMENTS = 2**31 - 1
+
+
 def tensor_spec_of(tt: TensorType, what: str, levels: Sequence[MemoryLevel]) -> TensorSpec:
     """The TensorSpec a spec-file type denotes (defaults: first level, row-major), with its
     dtype and level resolved (``levels``: the target's)."""
@@ -150,6 +166,13 @@ def tensor_spec_of(tt: TensorType, what: str, levels: Sequence[MemoryLevel]) -> 
             raise SpecError(f"{what}: dimensions must be integers, found {d!r}", tt.loc)
         if d <= 0:
             raise SpecError(f"{what}: dimensions must be positive, found {d}", tt.loc)
+    volume = math.prod(int(d) for d in tt.dims)
+    if volume > MAX_ELEMENTS:
+        raise SpecError(
+            f"{what}: at most {MAX_ELEMENTS} elements (the C indexes them with int), "
+            f"found {volume}",
+            tt.loc,
+        )
     if tt.vector_size is not None:
         raise SpecError(f"{what}: vector sizes are chosen by the synthesizer, not written", tt.loc)
     if len(tt.levels) > 1:

@@ -235,6 +235,12 @@ CHECK_ERRORS = [
         "{path}:1:11: error: parameter a: dimensions must be positive, found 0",
     ),
     (
+        # 2^31 elements: one past what the C's int indices reach.
+        "func f(a: f32[65536, 32768]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: at most 2147483647 elements "
+        "(the C indexes them with int), found 2147483648",
+    ),
+    (
         "func f(a: f32[4, 4] v8) -> c: f32[4, 4] {\n" + _MOVE,
         "{path}:1:11: error: parameter a: vector sizes are chosen by the synthesizer, not written",
     ),
@@ -364,3 +370,16 @@ def test_an_op_with_kernels_for_its_dtypes_builds(ctx: SynthesisContext) -> None
     assert build_program(func, ctx).spec.output.dtype.name == "f32"
     assert ctx.ruleset.implementable("matmul", ("bf16", "bf16", "f32"))
     assert not ctx.ruleset.implementable("matmul", ("bf16", "bf16", "bf16"))
+
+
+def test_spec_function_defined_twice_is_located(tmp_path: Path) -> None:
+    # Two C functions of one name would not compile; the second definition is named.
+    one = "func f(a: f32[2, 2]) -> y: f32[2, 2] {\n    y = relu(a)\n}\n"
+    other = "func g(a: f32[2, 2]) -> y: f32[2, 2] {\n    y = relu(a)\n}\n"
+    path = _write(tmp_path, one + other + one)
+    with pytest.raises(SpecError) as info:
+        parse_spec_file(path)
+    assert info.value.format().splitlines()[0] == (
+        f"{path}:7:1: error: function f is defined twice (first at line 1)"
+    )
+    assert [f.name for f in parse_spec_file(_write(tmp_path, one + other)).funcs] == ["f", "g"]
