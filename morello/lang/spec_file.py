@@ -265,6 +265,28 @@ def _one_thread(func: FuncDef, ctx: SynthesisContext) -> str:
     )
 
 
+#: C's keywords (C11 and C23, those not beginning with an underscore) and NULL: a function
+#: or parameter so named would not compile (the C uses the spec file's names as written).
+C_KEYWORDS = frozenset(
+    """alignas alignof auto bool break case char const constexpr continue default do double else
+    enum extern false float for goto if inline int long nullptr register restrict return
+    short signed sizeof static static_assert struct switch thread_local true typedef typeof
+    typeof_unqual union unsigned void volatile while NULL""".split()  # noqa: SIM905 (a list of words)
+)
+
+
+def _check_c_name(name: str, what: str, loc: SourceLocation) -> None:
+    """A SpecError if ``name`` cannot name a C function or parameter."""
+    if name in C_KEYWORDS:
+        raise SpecError(f"{what} {name!r}: a C keyword cannot be a name here", loc)
+    if name.startswith("_"):
+        raise SpecError(
+            f"{what} {name!r}: names beginning with '_' are the C compiler's "
+            "(its intrinsics and builtins); choose another",
+            loc,
+        )
+
+
 @attrs.frozen
 class _App:
     """One op application found by the check pass, with its operand TensorSpecs."""
@@ -290,6 +312,9 @@ class _Checker:
         self.read_names: set[str] = set()  # every name a statement reads
         self.apps: list[_App] = []
         self.current: Stmt | None = None  # the statement being checked
+        _check_c_name(func.name, "function", func.loc)
+        for p in [*func.params, func.result]:
+            _check_c_name(p.name, "result" if p is func.result else "parameter", p.loc)
         for p in func.params:
             if p.name in self.env:
                 raise SpecError(f"parameter {p.name!r} is declared twice", p.loc)

@@ -235,6 +235,19 @@ CHECK_ERRORS = [
         "{path}:1:11: error: parameter a: dimensions must be positive, found 0",
     ),
     (
+        "func int(a: f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:1: error: function 'int': a C keyword cannot be a name here",
+    ),
+    (
+        "func f(for: f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE.replace("(a)", "(for)"),
+        "{path}:1:8: error: parameter 'for': a C keyword cannot be a name here",
+    ),
+    (
+        "func f(a: f32[4, 4]) -> _mm256_max_ps: f32[4, 4] {\n    _mm256_max_ps = move(a)\n}\n",
+        "{path}:1:25: error: result '_mm256_max_ps': names beginning with '_' are the C "
+        "compiler's (its intrinsics and builtins); choose another",
+    ),
+    (
         # 2^31 elements: one past what the C's int indices reach.
         "func f(a: f32[65536, 32768]) -> c: f32[4, 4] {\n" + _MOVE,
         "{path}:1:11: error: parameter a: at most 2147483647 elements "
