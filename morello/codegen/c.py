@@ -14,7 +14,8 @@ kernel or target by name.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -314,16 +315,24 @@ def on_heap(ts: TensorSpec) -> bool:
     return ts.volume * ts.dtype.size > _STACK_LIMIT_BYTES
 
 
-def c_signature(program: Program, ctx: SynthesisContext, restrict: bool = True) -> str:
+def c_signature(
+    program: Program,
+    ctx: SynthesisContext,
+    restrict: bool = True,
+    renamed: Mapping[str, str] | None = None,
+) -> str:
     """``void name(const float *restrict a, ..., float *restrict c)`` in parameter order.
 
     Without ``restrict`` it is the same function type (qualifiers of the parameters themselves
     do not count), spelled so that C++ accepts it too: that is the header's prototype.
+    ``renamed`` gives C names to parameters whose own would shadow a function the body calls
+    (``lower_function``).
     """
     q = "restrict " if restrict else ""
-    parts = [f"const {ts.dtype.c_type} *{q}{n}" for n, ts in program.params]
+    c_name = (renamed or {}).get
+    parts = [f"const {ts.dtype.c_type} *{q}{c_name(n, n)}" for n, ts in program.params]
     name, ts = program.result
-    parts.append(f"{ts.dtype.c_type} *{q}{name}")
+    parts.append(f"{ts.dtype.c_type} *{q}{c_name(name, name)}")
     return f"void {program.name}({', '.join(parts)})"
 
 
@@ -354,16 +363,41 @@ def _headers(impl: Impl, ctx: SynthesisContext) -> list[str]:
     return headers
 
 
+#: A name followed by an opening parenthesis: a call (or a function-like macro) in C text.
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
 def lower_function(impl: Impl, program: Program, ctx: SynthesisContext) -> tuple[str, list[str]]:
-    """C text of the function implementing ``program`` by ``impl``, and the headers it needs."""
-    reserved = {n for n, _ in program.params} | {program.result[0], program.name}
-    em = Emitter(ctx, Names(reserved))
-    views = []
-    for ts, pname in zip(impl.spec.operands, program.operand_params, strict=True):
-        buf = Buffer(pname, ts.dtype, ts.shape, ts.layout, "memory")
-        views.append(View(buf, tuple(Lin() for _ in ts.shape)))
-    em.node(impl, views)
-    text = [f"/* {impl.spec.describe()} */", c_signature(program, ctx), "{"]
+    """C text of the function implementing ``program`` by ``impl``, and the headers it needs.
+
+    Parameters keep their spec-file names unless one is also a function the body calls (a
+    parameter ``expf`` where a kernel calls ``expf``, which it would shadow): that one is
+    renamed ``<name>_arg`` (then ``<name>_arg1``, ...) in this definition only; the header's
+    prototype keeps the spec file's name, which cannot shadow anything there.
+    """
+    names = [*(n for n, _ in program.params), program.result[0]]
+    renamed: dict[str, str] = {}
+    while True:
+        reserved = set(names) | set(renamed.values()) | {program.name}
+        em = Emitter(ctx, Names(reserved))
+        views = []
+        for ts, pname in zip(impl.spec.operands, program.operand_params, strict=True):
+            buf = Buffer(renamed.get(pname, pname), ts.dtype, ts.shape, ts.layout, "memory")
+            views.append(View(buf, tuple(Lin() for _ in ts.shape)))
+        em.node(impl, views)
+        called = {m.group(1) for line in em.lines for m in _CALLED.finditer(line)}
+        clash = [n for n in names if renamed.get(n, n) in called]
+        if not clash:
+            break
+        taken = reserved | called
+        for n in clash:
+            new_name, k = f"{n}_arg", 0
+            while new_name in taken:
+                k += 1
+                new_name = f"{n}_arg{k}"
+            renamed[n] = new_name
+            taken.add(new_name)
+    text = [f"/* {impl.spec.describe()} */", c_signature(program, ctx, renamed=renamed), "{"]
     text.extend(em.lines)
     text.append("}")
     return "\n".join(text) + "\n", _headers(impl, ctx)

@@ -49,3 +49,21 @@ def test_names_parameters_named_like_locals_still_match_numpy(
     c_text = lower_to_c("names", [(program, impl)], ctx).c_text
     lib = compile_shared(c_text, ctx.target, tmp_path, "names")
     harness.check(lib, program, ctx)  # raises CheckFailed on a mismatch
+
+
+@pytest.mark.runs_code
+def test_names_parameter_named_like_a_called_function_is_renamed(
+    ctx: SynthesisContext, tmp_path: Path
+) -> None:
+    # Every target's scalar exponential calls the C library's expf (rules/kernels/
+    # scalar_exp.rules), which a parameter called expf would shadow in the definition.
+    text = "func ex(expf: f32[3, 5]) -> y: f32[3, 5] {\n    y = exp(expf)\n}\n"
+    program = build_program(parse_spec_file("names.lark", text).funcs[0], ctx)
+    impl, _ = synthesize(program.spec, ctx)
+    out = lower_to_c("names", [(program, impl)], ctx)
+    assert "expf(" in out.c_text
+    assert "void ex(const float *restrict expf_arg, float *restrict y)" in out.c_text
+    # The prototype keeps the spec file's name: it shadows nothing there.
+    assert "void ex(const float *expf, float *y);" in out.h_text
+    lib = compile_shared(out.c_text, ctx.target, tmp_path, "names")
+    harness.check(lib, program, ctx)  # raises CheckFailed on a mismatch
