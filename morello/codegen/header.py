@@ -8,6 +8,7 @@ import attrs
 
 from morello import __version__
 from morello.codegen.c import c_signature, dtype_headers, lower_function
+from morello.codegen.names import CXX_KEYWORDS
 from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program
@@ -65,10 +66,28 @@ def lower_to_c(
     ]
     for program, impl in programs:
         h_lines.append(_doc_comment(program, ctx, impl.threads()))
-        h_lines.append(c_signature(program, ctx, restrict=False) + ";")
+        h_lines.append(c_signature(program, ctx, restrict=False, renamed=_cxx_names(program)) + ";")
         h_lines.append("")
     h_lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return CSource(unit, c_text, "\n".join(h_lines))
+
+
+def _cxx_names(program: Program) -> dict[str, str]:
+    """The prototype's names for parameters named like C++ keywords (``new`` -> ``new_``, or
+    ``new_1``, ... if taken), so that C++ can include the header; a prototype's parameter
+    names are documentation only."""
+    names = [*(n for n, _ in program.params), program.result[0]]
+    taken = set(names)
+    out: dict[str, str] = {}
+    for n in names:
+        if n in CXX_KEYWORDS:
+            new, k = f"{n}_", 0
+            while new in taken:
+                k += 1
+                new = f"{n}_{k}"
+            out[n] = new
+            taken.add(new)
+    return out
 
 
 def _openmp_note(threads: int, ctx: SynthesisContext) -> str:

@@ -6,6 +6,24 @@ import re
 
 _ELEMENT_SUFFIX = re.compile(r"_[0-9]+$")
 
+#: C's keywords (C11 and C23, those not beginning with an underscore) and NULL: no function or
+#: parameter may be so named (the spec file's check pass says so).
+C_KEYWORDS = frozenset(
+    """alignas alignof auto bool break case char const constexpr continue default do double else
+    enum extern false float for goto if inline int long nullptr register restrict return
+    short signed sizeof static static_assert struct switch thread_local true typedef typeof
+    typeof_unqual union unsigned void volatile while NULL""".split()  # noqa: SIM905 (a list of words)
+)
+
+#: C++'s keywords and alternative tokens that C lacks: the header is included from C++ too.
+CXX_KEYWORDS = frozenset(
+    """and and_eq asm bitand bitor catch char8_t char16_t char32_t class compl concept
+    const_cast consteval constinit co_await co_return co_yield decltype delete dynamic_cast
+    explicit export friend mutable namespace new noexcept not not_eq operator or or_eq private
+    protected public reinterpret_cast requires static_cast template this throw try typeid
+    typename using virtual wchar_t xor xor_eq""".split()  # noqa: SIM905 (a list of words)
+)
+
 
 class Names:
     """A counter-based name source for one generated function.

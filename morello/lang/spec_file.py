@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 import lark
 
+from morello.codegen.names import C_KEYWORDS, CXX_KEYWORDS
 from morello.dtypes import DTYPES
 from morello.errors import SourceLocation, SpecError, SpecSyntaxError
 from morello.lang._lark import loc_of, parse, read_source
@@ -265,20 +266,19 @@ def _one_thread(func: FuncDef, ctx: SynthesisContext) -> str:
     )
 
 
-#: C's keywords (C11 and C23, those not beginning with an underscore) and NULL: a function
-#: or parameter so named would not compile (the C uses the spec file's names as written).
-C_KEYWORDS = frozenset(
-    """alignas alignof auto bool break case char const constexpr continue default do double else
-    enum extern false float for goto if inline int long nullptr register restrict return
-    short signed sizeof static static_assert struct switch thread_local true typedef typeof
-    typeof_unqual union unsigned void volatile while NULL""".split()  # noqa: SIM905 (a list of words)
-)
-
-
 def _check_c_name(name: str, what: str, loc: SourceLocation) -> None:
-    """A SpecError if ``name`` cannot name a C function or parameter."""
+    """A SpecError if ``name`` cannot name a C function or parameter (the C uses the spec
+    file's names as written), or, for a function, if C++ could not call it through the
+    header. A parameter named like a C++ keyword is spelled otherwise in the header's
+    prototype (``codegen.header``), where its name is only documentation."""
     if name in C_KEYWORDS:
         raise SpecError(f"{what} {name!r}: a C keyword cannot be a name here", loc)
+    if what == "function" and name in CXX_KEYWORDS:
+        raise SpecError(
+            f"function {name!r}: a C++ keyword cannot name a function (its header is for C "
+            "and C++)",
+            loc,
+        )
     if name.startswith("_"):
         raise SpecError(
             f"{what} {name!r}: names beginning with '_' are the C compiler's "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,35 @@ def test_names_parameter_named_like_a_called_function_is_renamed(
     assert "void ex(const float *expf, float *y);" in out.h_text
     lib = compile_shared(out.c_text, ctx.target, tmp_path, "names")
     harness.check(lib, program, ctx)  # raises CheckFailed on a mismatch
+
+
+def test_names_cxx_keyword_parameters_are_respelled_in_the_header(
+    ctx: SynthesisContext, tmp_path: Path
+) -> None:
+    # C allows parameters called new, this and class; the header, which C++ includes too,
+    # spells them otherwise in the prototype (new_1: new_ is taken by another parameter).
+    text = (
+        "func upd(new: f32[4, 4], new_: f32[4, 4], this: f32[4, 4]) -> class: f32[4, 4] {\n"
+        "    class = add(add(new, new_), this)\n"
+        "}\n"
+    )
+    program = build_program(parse_spec_file("names.lark", text).funcs[0], ctx)
+    impl, _ = synthesize(program.spec, ctx)
+    out = lower_to_c("upd", [(program, impl)], ctx)
+    assert (
+        "void upd(const float *new_1, const float *new_, const float *this_, float *class_);"
+        in out.h_text
+    )
+    assert "const float *restrict new," in out.c_text  # the definition keeps the C names
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "upd.h").write_text(out.h_text, encoding="utf-8")
+    (tmp_path / "use.cpp").write_text('#include "upd.h"\nint main() { return 0; }\n')
+    result = subprocess.run(
+        [cxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", str(tmp_path / "use.cpp")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr

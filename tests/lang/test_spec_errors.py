@@ -248,6 +248,11 @@ CHECK_ERRORS = [
         "compiler's (its intrinsics and builtins); choose another",
     ),
     (
+        "func new(a: f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:1: error: function 'new': a C++ keyword cannot name a function (its header "
+        "is for C and C++)",
+    ),
+    (
         # 2^31 elements: one past what the C's int indices reach.
         "func f(a: f32[65536, 32768]) -> c: f32[4, 4] {\n" + _MOVE,
         "{path}:1:11: error: parameter a: at most 2147483647 elements "
