@@ -325,8 +325,9 @@ def c_signature(
 
     Without ``restrict`` it is the same function type (qualifiers of the parameters themselves
     do not count), spelled so that C++ accepts it too: that is the header's prototype.
-    ``renamed`` gives C names to parameters whose own would shadow a function the body calls
-    (``lower_function``).
+    ``renamed`` spells some parameters otherwise: in a definition, those whose name would
+    shadow a function the body calls (``lower_function``); in the header's prototype, those
+    named like C++ keywords (``header``).
     """
     q = "restrict " if restrict else ""
     c_name = (renamed or {}).get
