@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from morello.codegen.names import Names
+from morello.codegen.names import Names, respelled
 from morello.layout import Layout
 from morello.spec import TensorSpec
 
@@ -392,12 +392,7 @@ def lower_function(impl: Impl, program: Program, ctx: SynthesisContext) -> tuple
             break
         taken = reserved | called
         for n in clash:
-            new_name, k = f"{n}_arg", 0
-            while new_name in taken:
-                k += 1
-                new_name = f"{n}_arg{k}"
-            renamed[n] = new_name
-            taken.add(new_name)
+            renamed[n] = respelled(n, "_arg", taken)
     text = [f"/* {impl.spec.describe()} */", c_signature(program, ctx, renamed=renamed), "{"]
     text.extend(em.lines)
     text.append("}")

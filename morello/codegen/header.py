@@ -8,7 +8,7 @@ import attrs
 
 from morello import __version__
 from morello.codegen.c import c_signature, dtype_headers, lower_function
-from morello.codegen.names import CXX_KEYWORDS
+from morello.codegen.names import CXX_KEYWORDS, respelled
 from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program
@@ -78,16 +78,7 @@ def _cxx_names(program: Program) -> dict[str, str]:
     names are documentation only."""
     names = [*(n for n, _ in program.params), program.result[0]]
     taken = set(names)
-    out: dict[str, str] = {}
-    for n in names:
-        if n in CXX_KEYWORDS:
-            new, k = f"{n}_", 0
-            while new in taken:
-                k += 1
-                new = f"{n}_{k}"
-            out[n] = new
-            taken.add(new)
-    return out
+    return {n: respelled(n, "_", taken) for n in names if n in CXX_KEYWORDS}
 
 
 def _openmp_note(threads: int, ctx: SynthesisContext) -> str:

@@ -25,6 +25,17 @@ CXX_KEYWORDS = frozenset(
 )
 
 
+def respelled(name: str, suffix: str, taken: set[str]) -> str:
+    """``name + suffix``, or ``name + suffix + "1"``, ``... "2"``, the first not in ``taken``
+    (which it joins): another spelling of a name that cannot be used as it is."""
+    new, k = name + suffix, 0
+    while new in taken:
+        k += 1
+        new = f"{name}{suffix}{k}"
+    taken.add(new)
+    return new
+
+
 class Names:
     """A counter-based name source for one generated function.
 
