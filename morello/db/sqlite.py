@@ -182,10 +182,29 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
             _close_with(conn, path, exc)
 
 
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+
+
+def _not_ours(path: Path, what: str) -> MemoTableError:
+    """The error for a file that is not a memo table: it may be the user's, so no advice to
+    delete it (``_hint``), only to pass another file."""
+    return MemoTableError(
+        f"{path} is not a Morello memo table ({what}); it was left unchanged: pass --db "
+        "with another file (or --no-db)"
+    )
+
+
 def _close_with(conn: sqlite3.Connection, path: Path, exc: Exception) -> NoReturn:
     conn.close()
     if isinstance(exc, MemoTableError):
         raise exc
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+    except OSError:
+        header = _SQLITE_HEADER
+    if header and header != _SQLITE_HEADER:  # empty: SQLite's new database
+        raise _not_ours(path, "not an SQLite file") from None
     raise MemoTableError(
         f"memo table {path} is damaged or not a database ({exc}); {_hint(path)}"
     ) from None
@@ -198,6 +217,9 @@ def _set_up(conn: sqlite3.Connection, path: Path, create: bool) -> None:
     in the table writes nothing.
     """
     existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if existing and not existing & _TABLES:
+        # Another program's database: adding our tables to it would change the user's file.
+        raise _not_ours(path, f"an SQLite database of other tables: {', '.join(sorted(existing))}")
     if "meta" in existing:
         row = conn.execute("SELECT v FROM meta WHERE k = 'format'").fetchone()
         if row is not None and row[0] != str(FORMAT_VERSION):

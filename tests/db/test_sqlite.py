@@ -53,13 +53,50 @@ def test_sqlite_damaged_file_is_a_clear_error(
 ) -> None:
     spec = _spec_file(tmp_path, 2)
     db = tmp_path / "memo.sqlite3"
-    db.write_bytes(b"this is not a database" * 100)
+    db.write_bytes(b"SQLite format 3\x00" + b"this is not a database" * 100)
     code, out, err = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
     assert code == 2
     assert out == ""
     assert err.startswith(f"morello: error: memo table {db} is damaged or not a database")
+    assert f"delete {db}" in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("text", [b"hello\n", b"func f() {}\n" * 50])
+def test_file_that_is_not_sqlite_is_refused_without_advice_to_delete_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes
+) -> None:
+    # A --db that names the user's own file by mistake (a spec file, a note): no advice to
+    # delete it, and it stays as it was.
+    spec = _spec_file(tmp_path, 2)
+    db = tmp_path / "notes.txt"
+    db.write_bytes(text)
+    code, out, err = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"morello: error: {db} is not a Morello memo table (not an SQLite file); it was left "
+        "unchanged: pass --db with another file (or --no-db)\n"
+    )
+    assert db.read_bytes() == text
+
+
+def test_other_programs_sqlite_database_is_left_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, 2)
+    db = tmp_path / "app.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE people (name TEXT)")
+        conn.execute("INSERT INTO people VALUES ('ada')")
+    conn.close()
+    before = db.read_bytes()
+    for args in (["--target", "zen1", str(spec)], ["db", "stats", "--target", "zen1"]):
+        code, out, err = _run([*args, "--db", str(db)], capsys)
+        assert (code, out) == (2, "")
+        assert "is not a Morello memo table (an SQLite database of other tables: people)" in err
+        assert "delete" not in err
+    assert db.read_bytes() == before
 
 
 def test_sqlite_other_target_stamp_is_refused(
