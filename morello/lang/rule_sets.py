@@ -48,12 +48,12 @@ def _expand_paths(paths: Iterable[Traversable | Path | str]) -> list[Traversable
     for p in paths:
         node = Path(p) if isinstance(p, str) else p
         if node.is_dir():
-            out.extend(
-                sorted(
-                    (c for c in node.iterdir() if c.name.endswith(".rules")),
-                    key=lambda c: c.name,
-                )
+            found = sorted(
+                (c for c in node.iterdir() if c.name.endswith(".rules")), key=lambda c: c.name
             )
+            if not found:  # a wrong folder named on purpose would otherwise do nothing
+                raise RuleError(f"rule folder {node} holds no .rules files")
+            out.extend(found)
         else:
             out.append(node)
     return out

@@ -139,6 +139,21 @@ def test_cli_bad_rule_file_is_located(
     assert err[0] == f"{rules}:4:14: error: kernel k: unknown placeholder {{zz}} (operands: c)"
 
 
+@pytest.mark.parametrize("content", [None, "notes.txt"], ids=["empty", "no-rules-file"])
+def test_cli_rule_folder_without_rule_files_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str, content: str | None
+) -> None:
+    # A wrong folder passed to --rules used to add nothing, silently.
+    folder = tmp_path / "my_rules"
+    folder.mkdir()
+    if content:
+        (folder / content).write_text("kernel k:\n", encoding="utf-8")
+    spec = _spec(tmp_path, _GOOD)
+    code, err, out = _run(capsys, "--target", target_name, "--rules", folder, spec)
+    assert (code, out) == (2, "")
+    assert err == [f"morello: error: rule folder {folder} holds no .rules files"]
+
+
 def test_cli_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["--no-such-option"])
     _, err = capsys.readouterr()
