@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -43,8 +44,46 @@ examples (TARGET is a name that --list-targets prints):
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (the usage itself is one --help away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _count(least: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, found {text!r}") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be {least} or more, found {n}")
+        return n
+
+    return parse
+
+
+def _amount(*, positive: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number above zero (``positive``) or at least zero."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+        if not math.isfinite(x) or x < 0 or (positive and x == 0):
+            bound = "above 0" if positive else "0 or more"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, found {text}")
+        return x
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="morello",
         description="Synthesize fast C for the tensor program in a spec file.",
         epilog=EPILOG,
@@ -190,7 +229,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _db_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="morello db",
         description="Inspect memo-table files.",
         epilog="example:\n  python -m morello db stats --target TARGET --json",
@@ -361,7 +400,7 @@ resumes where it stopped. Two precomputes into one file at once are refused.
 
 
 def _precompute_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="morello precompute",
         description=PRECOMPUTE_DESCRIPTION,
         epilog="example:\n  python -m morello precompute --target TARGET --op matmul --up-to 32",
@@ -370,7 +409,7 @@ def _precompute_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", "-t", help="target to solve for (see --list-targets)")
     p.add_argument("--op", required=True, help="op to solve (as named in the rule files)")
     p.add_argument(
-        "--up-to", type=int, required=True, metavar="N", help="largest size of every index"
+        "--up-to", type=_count(1), required=True, metavar="N", help="largest size of every index"
     )
     p.add_argument(
         "--dtypes",
@@ -381,14 +420,14 @@ def _precompute_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=_count(1),
         metavar="N",
         help="processes of the local Dask cluster (default: this machine's cores)",
     )
     p.add_argument("--scheduler", metavar="ADDRESS", help="use the Dask cluster at ADDRESS instead")
     p.add_argument(
         "--connect-timeout",
-        type=float,
+        type=_amount(positive=True),
         default=30.0,
         metavar="S",
         help="seconds to wait for the scheduler at --scheduler (default 30)",
@@ -404,9 +443,6 @@ def _precompute_main(argv: Sequence[str]) -> int:
     args = _parse(_precompute_parser(), argv)
     if isinstance(args, int):
         return args
-    if args.workers is not None and args.workers < 1:
-        print("morello precompute: error: --workers must be 1 or more", file=sys.stderr)
-        return ExitCode.USAGE_ERROR
     try:
         from morello.precompute import precompute
 
@@ -443,7 +479,7 @@ def _precompute_main(argv: Sequence[str]) -> int:
 
 
 def _bench_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="morello bench",
         description=BENCH_DESCRIPTION,
         epilog="example:\n  python -m morello bench --target TARGET examples/matmul_64.lark --json",
@@ -454,13 +490,13 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=_count(1),
         default=7,
         help="timed rounds, one batch of each side per round (default 7)",
     )
     p.add_argument(
         "--min-batch",
-        type=float,
+        type=_amount(positive=True),
         default=0.05,
         metavar="S",
         help="seconds per batch (default 0.05)",
@@ -521,7 +557,7 @@ one) and how much faster it is than the chosen one. Needs SciPy (pip install
 
 
 def _fidelity_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="morello fidelity",
         description=FIDELITY_DESCRIPTION,
         epilog="example:\n  python -m morello fidelity --target TARGET examples/matmul_64.lark "
@@ -530,10 +566,12 @@ def _fidelity_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("spec", help="spec file (.lark) whose functions to rank")
     p.add_argument("--target", "-t", help="target to synthesize for (see --list-targets)")
-    p.add_argument("--top", type=int, default=50, metavar="N", help="programs to time (default 50)")
+    p.add_argument(
+        "--top", type=_count(1), default=50, metavar="N", help="programs to time (default 50)"
+    )
     p.add_argument(
         "--spacing",
-        type=float,
+        type=_amount(positive=False),
         default=0.01,
         metavar="R",
         help="least relative gap in predicted cost between listed programs (default 0.01)",
@@ -543,17 +581,19 @@ def _fidelity_parser() -> argparse.ArgumentParser:
         "--trees", action="store_true", help="with --json: each program's Impl tree as text"
     )
     p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
-    p.add_argument("--repeats", type=int, default=5, help="timed batches per program (default 5)")
+    p.add_argument(
+        "--repeats", type=_count(1), default=5, help="timed batches per program (default 5)"
+    )
     p.add_argument(
         "--min-batch",
-        type=float,
+        type=_amount(positive=True),
         default=0.02,
         metavar="S",
         help="seconds per batch (default 0.02)",
     )
     p.add_argument(
         "--placements",
-        type=int,
+        type=_count(1),
         default=4,
         metavar="N",
         help="buffer placements within a page to time each program on, as bench does; "
@@ -567,13 +607,6 @@ def _fidelity_main(argv: Sequence[str]) -> int:
     args = _parse(_fidelity_parser(), argv)
     if isinstance(args, int):
         return args
-    if args.top < 1 or args.repeats < 1 or args.placements < 1 or args.spacing < 0:
-        print(
-            "morello fidelity: error: --top, --repeats and --placements must be 1 or more, "
-            "--spacing 0 or more",
-            file=sys.stderr,
-        )
-        return ExitCode.USAGE_ERROR
     from morello.codegen import fidelity  # NumPy, SciPy, ctypes: this command only
 
     try:
@@ -679,7 +712,7 @@ coefficients in use and where they come from, and measures nothing.
 
 
 def _calibrate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="morello calibrate",
         description=CALIBRATE_DESCRIPTION,
         epilog="examples:\n  python -m morello calibrate --target TARGET\n"
@@ -691,13 +724,13 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.add_argument(
         "--rounds",
-        type=int,
+        type=_count(1),
         default=5,
         help="times each program is timed; its fastest is fitted (default 5)",
     )
     p.add_argument(
         "--per-function",
-        type=int,
+        type=_count(1),
         default=12,
         metavar="N",
         help="programs timed per training function (default 12)",
@@ -724,12 +757,6 @@ def _calibrate_main(argv: Sequence[str]) -> int:
     args = _parse(_calibrate_parser(), argv)
     if isinstance(args, int):
         return args
-    if args.rounds < 1 or args.per_function < 1:
-        print(
-            "morello calibrate: error: --rounds and --per-function must be 1 or more",
-            file=sys.stderr,
-        )
-        return ExitCode.USAGE_ERROR
     from morello import calibration
 
     try:

@@ -355,6 +355,11 @@ def _run_stages(
                 raise MemoTableError(
                     f"cannot reach the Dask scheduler at {scheduler} ({exc})"
                 ) from None
+            except (ValueError, TypeError) as exc:  # Dask's parse of the address
+                raise MemoTableError(
+                    f"{scheduler!r} is not a Dask scheduler address ({exc}); expected "
+                    "tcp://HOST:PORT"
+                ) from None
         nworkers = len(client.scheduler_info()["workers"])
         bar = stack.enter_context(
             tqdm(

@@ -154,6 +154,33 @@ def test_cli_rule_folder_without_rule_files_is_an_error(
     assert err == [f"morello: error: rule folder {folder} holds no .rules files"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "s.lark", "--repeats", "0"], "argument --repeats: must be 1 or more, found 0"),
+        (["bench", "s.lark", "--min-batch", "nan"], "must be a finite number above 0, found nan"),
+        (["bench", "s.lark", "--min-batch", "0"], "must be a finite number above 0, found 0"),
+        (["fidelity", "s.lark", "--top", "0"], "argument --top: must be 1 or more, found 0"),
+        (["fidelity", "s.lark", "--placements", "-2"], "must be 1 or more, found -2"),
+        (["fidelity", "s.lark", "--spacing", "-1"], "must be a finite number 0 or more, found -1"),
+        (["fidelity", "s.lark", "--min-batch", "inf"], "must be a finite number above 0"),
+        (["calibrate", "--rounds", "0"], "argument --rounds: must be 1 or more, found 0"),
+        (["calibrate", "--per-function", "x"], "expected an integer, found 'x'"),
+        (["precompute", "--op", "matmul", "--up-to", "2", "--connect-timeout", "-1"], "above 0"),
+    ],
+)
+def test_cli_bad_numbers_are_one_line_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    # Before, --repeats 0 and --min-batch nan stopped bench with a traceback.
+    code, err, out = _run(capsys, *argv)
+    assert (code, out) == (ExitCode.USAGE_ERROR, "")
+    assert len(err) == 1
+    assert err[0].startswith(f"morello {argv[0]}: error: ")
+    assert message in err[0]
+    assert err[0].endswith(" (see --help)")
+
+
 def test_cli_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["--no-such-option"])
     _, err = capsys.readouterr()
