@@ -34,6 +34,11 @@ def _reduce(op: str, m: int, n: int) -> str:
     return f"func f(x: f32[{m}, {n}]) -> y: f32[{m}] {{\n    y = {op}(x)\n}}\n"
 
 
+def _vector(op: str, n: int) -> str:
+    args = "x" if op in ("relu", "exp") else "x, b"
+    return f"func f(x: f32[{n}], b: f32[{n}]) -> y: f32[{n}] {{\n    y = {op}({args})\n}}\n"
+
+
 SINGLE_OPS = {
     **{f"{op}-{shape}": _binary(op, 2, n, False) for op in ("add", "sub", "mul", "div", "max")
        for shape, n in (("16", 16), ("tail", 11))},
@@ -41,6 +46,8 @@ SINGLE_OPS = {
     "relu": _unary("relu", 2, 24),
     "exp": _unary("exp", 2, 16),
     "exp-tail": _unary("exp", 1, 13),
+    **{f"{op}-vector-{n}": _vector(op, n) for n in (16, 13)
+       for op in ("add", "sub", "mul", "div", "max", "relu", "exp")},
     "sum": _reduce("sum", 3, 40),
     "max": _reduce("max", 3, 40),
     "softmax": _unary("softmax", 3, 32),
@@ -64,6 +71,11 @@ GRAPHS = {
     # the graph along it summed each tile on its own).
     "softmax-of-add-tail": (
         "func g(a: f32[1, 19]) -> y: f32[1, 19] {\n    y = softmax(add(a, a))\n}\n"
+    ),
+    # Elementwise ops on rank-1 results: a row's log-sum-exp-like statistics.
+    "vector-statistics": (
+        "func g(a: f32[5, 12]) -> y: f32[5] {\n    m = max(a)\n"
+        "    y = add(exp(sub(sum(a), m)), relu(m))\n}\n"
     ),
     "exp-of-sum": (
         "func g(a: f32[2, 8], b: f32[2, 8]) -> y: f32[2] {\n    y = sum(exp(sub(a, b)))\n}\n"
