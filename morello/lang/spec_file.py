@@ -393,6 +393,7 @@ class _Checker:
                     expr.loc,
                 )
             shape = tuple(sizes[ix] for ix in opdef.output.indices)
+            dtype_name = self._intermediate_dtype(key, args, dtype_name)
             produced = TensorSpec(shape, DTYPES[dtype_name], self.levels[0], _row_major(shape))
         name = target if target is not None else f"%{len(self.apps)}"
         if self.require_kernels and not self.ctx.ruleset.implementable(key):
@@ -413,6 +414,18 @@ class _Checker:
             _App(expr, key, tuple(args), produced, tuple(n for _, n in inferred), name)
         )
         return produced, name
+
+    def _intermediate_dtype(self, key: str, args: list[TensorSpec], dtype_name: str) -> str:
+        """An intermediate's dtype: its inputs', or else the first wider one they accumulate
+        into that the target implements (``relu(matmul(a, b))`` with bf16 ``a`` and ``b``
+        computes the product in f32, as a declared f32 result would)."""
+        if not self.require_kernels:
+            return dtype_name
+        ins = tuple(ts.dtype.name for ts in args)
+        for name in (dtype_name, *DTYPES[dtype_name].accumulates_into):
+            if self.ctx.ruleset.implementable(key, (*ins, name)):
+                return name
+        return dtype_name  # reported below, as the inputs' dtype
 
     def _opdef(self, call: Call, ranks: list[int], out_rank: int | None) -> tuple[str, OpDef]:
         """The key and definition of the overload of ``call.op`` for arguments of ``ranks``

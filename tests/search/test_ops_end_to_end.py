@@ -77,6 +77,11 @@ GRAPHS = {
         "func g(a: f32[5, 12]) -> y: f32[5] {\n    m = max(a)\n"
         "    y = add(exp(sub(sum(a), m)), relu(m))\n}\n"
     ),
+    # A bf16 product inside a graph is computed in f32 (its inputs' dtype has no kernel).
+    "bf16-dense-relu": (
+        "func g(x: bf16[3, 16], w: bf16[16, 16], b: f32[16]) -> y: f32[3, 16] {\n"
+        "    y = relu(add(matmul(x, w), b))\n}\n"
+    ),
     "exp-of-sum": (
         "func g(a: f32[2, 8], b: f32[2, 8]) -> y: f32[2] {\n    y = sum(exp(sub(a, b)))\n}\n"
     ),
