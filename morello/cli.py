@@ -100,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         help="print the Impl tree instead of C (with -o the C is written too)",
     )
     p.add_argument("--stats", action="store_true", help="print search statistics")
-    p.add_argument("--json", action="store_true", help="print statistics as JSON (with --stats)")
+    p.add_argument(
+        "--json", action="store_true", help="print search statistics as JSON (implies --stats)"
+    )
     p.add_argument(
         "--check",
         action="store_true",
@@ -221,7 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         base.with_suffix(".h").write_text(source.h_text, encoding="utf-8")
     elif not args.impl:
         print(source.c_text, end="")
-    if args.stats:
+    if args.stats or args.json:
         _print_stats(solved, args.json)
     if args.check:
         _check(source.c_text, solved, ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -179,6 +180,18 @@ def test_cli_bad_numbers_are_one_line_usage_errors(
     assert err[0].startswith(f"morello {argv[0]}: error: ")
     assert message in err[0]
     assert err[0].endswith(" (see --help)")
+
+
+def test_cli_json_alone_prints_the_statistics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    # --json without --stats used to be ignored, silently.
+    spec = _spec(tmp_path, _GOOD)
+    code, _, out = _run(capsys, "--target", target_name, spec, "--no-db", "--json")
+    assert code == 0
+    stats = json.loads(out[out.rindex('\n{\n  "function"') :])
+    assert stats["cost"] > 0
+    assert "specs_visited" in stats
 
 
 def test_cli_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
