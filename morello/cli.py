@@ -23,6 +23,7 @@ from morello.context import SynthesisContext, make_context
 from morello.db.sqlite import default_db_path, file_stats, open_table
 from morello.errors import ExitCode, MorelloError, TargetError
 from morello.impl import Impl
+from morello.lang._lark import read_failure
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.plugins import CALIBRATION_PLUGIN, Plugins
 from morello.search.solve import SearchStats, synthesize
@@ -215,12 +216,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"# {program.name}")
             print(format_impl(impl, ctx))
     if args.output:
-        base = Path(args.output)
-        if base.suffix in (".c", ".h"):
-            base = base.with_suffix("")
-        base.parent.mkdir(parents=True, exist_ok=True)
-        base.with_suffix(".c").write_text(source.c_text, encoding="utf-8")
-        base.with_suffix(".h").write_text(source.h_text, encoding="utf-8")
+        _write_unit(Path(args.output), source.c_text, source.h_text)
     elif not args.impl:
         print(source.c_text, end="")
     if args.stats or args.json:
@@ -228,6 +224,25 @@ def _run(args: argparse.Namespace) -> int:
     if args.check:
         _check(source.c_text, solved, ctx)
     return ExitCode.OK
+
+
+def _write_unit(base: Path, c_text: str, h_text: str) -> None:
+    """Write ``base.c`` and ``base.h`` (a ``.c`` or ``.h`` suffix on ``base`` is dropped), each
+    whole or not at all; MorelloError if they cannot be written."""
+    if base.suffix in (".c", ".h"):
+        base = base.with_suffix("")
+    path = base.parent
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+        for path, text in ((base.with_suffix(".c"), c_text), (base.with_suffix(".h"), h_text)):
+            part = path.with_name(f".{path.name}.part")
+            try:
+                part.write_text(text, encoding="utf-8")
+                os.replace(part, path)
+            finally:
+                part.unlink(missing_ok=True)
+    except OSError as exc:
+        raise MorelloError(f"cannot write {path}: {read_failure(exc)}") from None
 
 
 def _db_parser() -> argparse.ArgumentParser:

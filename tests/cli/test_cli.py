@@ -194,6 +194,23 @@ def test_cli_json_alone_prints_the_statistics(
     assert "specs_visited" in stats
 
 
+def test_cli_output_that_cannot_be_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    # Before, a traceback (FileNotFoundError, IsADirectoryError).
+    spec = _spec(tmp_path, _GOOD)
+    (tmp_path / "plain").write_text("x", encoding="utf-8")
+    out = tmp_path / "plain" / "out"
+    code, err, _ = _run(capsys, "--target", target_name, spec, "--no-db", "-o", out)
+    assert code == 2
+    assert err == [f"morello: error: cannot write {tmp_path / 'plain'}: file exists"]
+    (tmp_path / "unit.c").mkdir()
+    code, err, _ = _run(capsys, "--target", target_name, spec, "--no-db", "-o", tmp_path / "unit")
+    assert code == 2
+    assert err == [f"morello: error: cannot write {tmp_path / 'unit.c'}: is a directory"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "spec.lark", "unit.c"]
+
+
 def test_cli_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["--no-such-option"])
     _, err = capsys.readouterr()
