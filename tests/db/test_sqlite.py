@@ -81,6 +81,19 @@ def test_file_that_is_not_sqlite_is_refused_without_advice_to_delete_it(
     assert db.read_bytes() == text
 
 
+def test_memo_table_folder_that_cannot_be_made_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, 2)
+    (tmp_path / "plain").write_text("x", encoding="utf-8")
+    db = tmp_path / "plain" / "memo.sqlite3"
+    code, out, err = _run(["--target", "zen1", str(spec), "--db", str(db)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"morello: error: cannot open memo table {db}: file exists ({tmp_path / 'plain'})\n"
+    )
+
+
 def test_other_programs_sqlite_database_is_left_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
