@@ -236,11 +236,15 @@ def load(target_name: str) -> CostCoefficients | None:
         The coefficients; None when there is no file, or ``MORELLO_CALIBRATION=off``.
 
     Raises:
-        TargetError: the file is unreadable, damaged, of another format or for another
+        TargetError: ``MORELLO_CALIBRATION`` is set to neither ``on`` nor ``off``; the file is
+            unreadable, damaged, of another format or for another
             target; the one-line message names it and says how to start fresh.
     """
-    if os.environ.get(ENV_VAR, "").strip().lower() == "off":
+    switch = os.environ.get(ENV_VAR, "").strip().lower()
+    if switch == "off":
         return None
+    if switch not in ("", "on"):  # a misspelt "off" must not quietly mean on
+        raise TargetError(f"{ENV_VAR} must be 'on' or 'off' (or unset), found {switch!r}")
     path = calibration_path(target_name)
     try:
         text = path.read_text(encoding="utf-8")

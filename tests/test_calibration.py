@@ -178,6 +178,25 @@ def test_calibration_off_ignores_the_file(
     assert calibration.load("toy") is None  # not even read
 
 
+@pytest.mark.parametrize("value", ["on", " ON ", ""])
+def test_calibration_on_or_unset_reads_the_file(
+    config_home: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    calibration.save("toy", COEFFS, {})
+    monkeypatch.setenv(calibration.ENV_VAR, value)
+    assert calibration.load("toy") == COEFFS
+
+
+def test_calibration_switch_misspelt_is_an_error(
+    config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "of" used to mean on, silently.
+    calibration.save("toy", COEFFS, {})
+    monkeypatch.setenv(calibration.ENV_VAR, "of")
+    with pytest.raises(TargetError, match="MORELLO_CALIBRATION must be 'on' or 'off'"):
+        calibration.load("toy")
+
+
 # --- The plugin -------------------------------------------------------------------------------
 
 
