@@ -249,6 +249,8 @@ class _Builder:
     def app(self, vars_: tuple[int, ...], budget: int, root_alone: bool = False) -> _App:
         key, opdef, kind = self.pick_op(len(vars_), root_alone)
         self.features.add(f"kind:{kind}")
+        if kind == "elementwise" and len(vars_) == 1:
+            self.features.add("elementwise-of-vectors")
         self.features.add(f"op:{opdef.name}")
         sizes = dict(zip(opdef.output.indices, vars_, strict=True))
         node = _App(key, opdef, vars_)
