@@ -143,6 +143,8 @@ TINY_GRAPHS_OF_OTHER_OPS = {
     "dense-relu": "func f(x: f32[1, 1], w: f32[1, 1], b: f32[1]) -> y: f32[1, 1] {\n"
     "    y = relu(add(matmul(x, w), b))\n}\n",
     "sum-of-exp": "func f(x: f32[1, 2]) -> y: f32[1] {\n    y = sum(exp(x))\n}\n",
+    "vectors": "func f(x: f32[2], b: f32[2]) -> y: f32[2] {\n    y = relu(mul(x, b))\n}\n",
+    "exp-of-sum": "func f(x: f32[1, 2]) -> y: f32[1] {\n    y = exp(sum(x))\n}\n",
 }
 
 
