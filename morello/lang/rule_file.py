@@ -318,8 +318,19 @@ class _Builder:
     # ---- kernels -------------------------------------------------------------------------
 
     def _kernel(self, item: lark.Tree[lark.Token]) -> None:
-        name_tok, pattern, *clauses, c_clause = item.children
-        cost_clause = clauses[-1]
+        names_tree, *rest = item.children
+        assert isinstance(names_tree, lark.Tree)
+        name_toks = names_tree.children
+        patterns = [c for c in rest if isinstance(c, lark.Tree) and c.data == "kernel_pattern"]
+        clauses = rest[len(patterns) : -1]
+        cost_clause, c_clause = clauses[-1], rest[-1]
+        if len(name_toks) != len(patterns):
+            listed = ", ".join(map(str, name_toks))
+            raise RuleError(
+                f"kernel {listed}: {len(name_toks)} name(s) but {len(patterns)} pattern(s); "
+                "each pattern needs a name, in order",
+                self.loc(item),
+            )
         scratch: list[tuple[str, int]] = []
         where: list[lark.Tree[lark.Token]] = []
         for clause in clauses[:-1]:
@@ -331,7 +342,23 @@ class _Builder:
                 assert isinstance(it, lark.Tree)
                 units_tok, level_tok = it.children
                 scratch.append((str(level_tok), int(str(units_tok))))
-        assert isinstance(pattern, lark.Tree)
+        assert isinstance(cost_clause, lark.Tree) and isinstance(c_clause, lark.Tree)
+        cost = self._cost(cost_clause.children[0])  # type: ignore[arg-type]
+        for i, (name_tok, pattern) in enumerate(zip(name_toks, patterns, strict=True)):
+            loc = self.loc(item) if i == 0 else self.loc(pattern)
+            self._kernel_of(str(name_tok), pattern, loc, where, scratch, cost, c_clause)
+
+    def _kernel_of(
+        self,
+        name: str,
+        pattern: lark.Tree[lark.Token],
+        loc: SourceLocation,
+        where: list[lark.Tree[lark.Token]],
+        scratch: list[tuple[str, int]],
+        cost: tuple[CostTerm, ...],
+        c_clause: lark.Tree[lark.Token],
+    ) -> None:
+        """One kernel: ``pattern`` with the clauses its declaration gives all its names."""
         out_tree, assign, op_tok, *rest = pattern.children
         trees = [*(rest[0].children if rest else ()), out_tree]  # type: ignore[union-attr]
         operands = tuple(self._operand(t) for t in trees)  # type: ignore[arg-type]
@@ -339,28 +366,23 @@ class _Builder:
         for pat, tree in zip(operands, trees, strict=True):
             if pat.name in names:
                 raise RuleError(
-                    f"kernel {name_tok}: operand {pat.name!r} is declared twice",
-                    self.loc(tree),
+                    f"kernel {name}: operand {pat.name!r} is declared twice",
+                    self.loc(tree),  # type: ignore[arg-type]
                 )
             names.append(pat.name)
-        assert isinstance(cost_clause, lark.Tree) and isinstance(c_clause, lark.Tree)
-        cost = self._cost(cost_clause.children[0])  # type: ignore[arg-type]
         dim_vars = [d for p in operands for d in p.dims if isinstance(d, str) and d != "*"]
         for d in dim_vars:
             if d in names:
-                raise RuleError(
-                    f"kernel {name_tok}: {d!r} names both an operand and a dimension",
-                    self.loc(item),
-                )
-        bounds = self._bounds(str(name_tok), where, dim_vars)
+                raise RuleError(f"kernel {name}: {d!r} names both an operand and a dimension", loc)
+        bounds = self._bounds(name, where, dim_vars)
         lines = []
         for tok in c_clause.children:
             assert isinstance(tok, lark.Token)
-            self._check_template(str(name_tok), tok, names, dim_vars, bounds)
+            self._check_template(name, tok, names, dim_vars, bounds)
             lines.append(_unescape(str(tok)[1:-1]))
         self.kernels.append(
             Kernel(
-                name=str(name_tok),
+                name=name,
                 op=str(op_tok),
                 accum=str(assign) == "+=",
                 operands=operands,
@@ -371,7 +393,7 @@ class _Builder:
                 includes=tuple(self.includes),
                 scratch=tuple(scratch),
                 bounds=tuple((v, lo, hi) for v, (lo, hi) in bounds.items()),
-                loc=self.loc(item),
+                loc=loc,
             )
         )
 

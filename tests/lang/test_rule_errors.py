@@ -29,7 +29,10 @@ SYNTAX_ERRORS = [
         "{path}:1:1: error: expected one of 'include', 'kernel', 'op', 'requires', 'rewrite' "
         "or end of file, found 'kernal'",
     ),
-    ("kernel k\n    c: f32[1, 1] @RF = zero()\n", "{path}:2:5: error: expected ':', found 'c'"),
+    (
+        "kernel k\n    c: f32[1, 1] @RF = zero()\n",
+        "{path}:2:5: error: expected one of ',' or ':', found 'c'",
+    ),
     (
         "op relu(x[i, j]) y[i, j] = max(x[i, j], 0)\n",
         "{path}:1:18: error: expected '->', found 'y'",
@@ -50,7 +53,7 @@ SYNTAX_ERRORS = [
     (_K, "{path}:3:19: error: expected one of '*', '+', '/' or 'c', found end of file"),
     (
         'kernel k:\n    c: f32[1, 1] @RF = zero()\n    c "{c} = 0;"\n',
-        "{path}:3:5: error: expected one of 'cost', 'scratch' or 'where', found 'c'",
+        "{path}:3:5: error: expected one of 'cost', 'scratch', 'where' or '|', found 'c'",
     ),
     (_kernel("c: f33[1, 1] @RF = zero()"), "{path}:2:8: error: expected a dtype, found 'f33'"),
     (
@@ -75,6 +78,19 @@ SYNTAX_ERRORS = [
 ]
 
 CHECK_ERRORS = [
+    (
+        "kernel k, k1, k2:\n    c: f32[1, 1] @RF = zero()\n  | c: f32[1] @RF = zero()\n"
+        '    cost scalar_op\n    c "{c} = 0;"\n',
+        "{path}:1:1: error: kernel k, k1, k2: 3 name(s) but 2 pattern(s); each pattern needs a "
+        "name, in order",
+    ),
+    (
+        # A template is checked against every pattern it serves: `a` is in the first only.
+        "kernel k, k1:\n    c: f32[1, 1] @RF = relu(a: f32[1, 1] @RF)\n"
+        "  | c: f32[1] @RF = zero()\n"
+        '    cost scalar_op\n    c "{c} = {a};"\n',
+        "{path}:5:14: error: kernel k1: unknown placeholder {a} (operands: c)",
+    ),
     (
         "op m3(a[i], b[i], c[i]) -> y[i] = max(a[i], b[i], c[i])\n",
         "{path}:1:35: error: max takes 2 arguments, found 3",

@@ -71,6 +71,25 @@ def test_a_decomposition_applies_to_every_overload_it_fits(tmp_path: Path) -> No
     assert sorted(r.op for r in rules) == ["add", "add/1.1.1", "add/2.1.2"]  # type: ignore[union-attr]
 
 
+def test_one_kernel_declaration_with_two_patterns_gives_two_kernels(ctx: SynthesisContext) -> None:
+    # `kernel vadd_f32x8, vadd1_f32x8:` in x86_avx2.rules: a row of 8 and a vector of 8.
+    text = (
+        "kernel k2, k1:\n"
+        "    c: f32[1, 1] @registers = relu(a: f32[1, 1] @registers)\n"
+        "  | c: f32[1] @registers = relu(a: f32[1] @registers)\n"
+        "    cost scalar_op\n"
+        '    c "{c} = {a} > 0.0f ? {a} : 0.0f;"\n'
+    )
+    k2, k1 = parse_rule_file("two.rules", text).kernels
+    assert (k2.name, k1.name) == ("k2", "k1")
+    assert [len(p.dims) for p in k2.operands] == [2, 2]
+    assert [len(p.dims) for p in k1.operands] == [1, 1]
+    assert k2.cost == k1.cost and k2.c_lines == k1.c_lines
+    assert (k2.loc.line, k1.loc.line) == (1, 3)
+    built = {k.name: k.op for k in ctx.ruleset.kernels}
+    assert (built["vadd_f32x8"], built["vadd1_f32x8"]) == ("add", "add/1.1.1")
+
+
 def test_an_inner_reduction_keeps_its_row_whole(ctx: SynthesisContext) -> None:
     softmax = ctx.ruleset.ops["softmax"]
     assert softmax.tileable_vars == ("i",)  # j: the row sum reads the whole row
