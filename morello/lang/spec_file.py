@@ -471,9 +471,16 @@ class _Checker:
         first = args[0] if args else None
         for ts, acc, arg in zip(args, opdef.inputs, call.args, strict=True):
             if len(ts.shape) != len(acc.indices):
+                hint = ""
+                params = {p.name for p in self.func.params}
+                if len(ts.shape) == 1 and len(acc.indices) == 2 and _arg_name(arg) in params:
+                    n, (rows, cols) = ts.shape[0], acc.indices
+                    column = sizes.get(rows) == n and sizes.get(cols) != n  # as in matmul(x, w)
+                    shape, what = (f"[{n}, 1]", "column") if column else (f"[1, {n}]", "row")
+                    hint = f" (a vector may be declared as one {what}: {ts.dtype.name}{shape})"
                 raise SpecError(
                     f"rank mismatch in {_signature(opdef)}: {_arg_name(arg)} has rank "
-                    f"{len(ts.shape)} but {_access(acc)} needs rank {len(acc.indices)}",
+                    f"{len(ts.shape)} but {_access(acc)} needs rank {len(acc.indices)}{hint}",
                     arg.loc,
                 )
             if first is not None and ts.dtype != first.dtype:

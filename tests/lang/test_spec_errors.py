@@ -123,7 +123,19 @@ CHECK_ERRORS = [
     (
         "func f(x: f32[4], w: f32[4, 4]) -> y: f32[4, 4] {\n    y = matmul(x, w)\n}\n",
         "{path}:2:16: error: rank mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
-        "x has rank 1 but a[m, k] needs rank 2",
+        "x has rank 1 but a[m, k] needs rank 2 (a vector may be declared as one row: f32[1, 4])",
+    ),
+    (
+        "func f(x: f32[3, 5], w: bf16[5]) -> y: f32[3, 1] {\n    y = matmul(x, w)\n}\n",
+        "{path}:2:19: error: rank mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
+        "w has rank 1 but b[k, n] needs rank 2 (a vector may be declared as one column: "
+        "bf16[5, 1])",
+    ),
+    (
+        # An intermediate vector cannot be declared otherwise: no hint.
+        "func f(x: f32[3, 5]) -> y: f32[3] {\n    m = max(x)\n    y = sum(m)\n}\n",
+        "{path}:3:13: error: rank mismatch in sum(a[i, j]) -> c[i]: "
+        "m has rank 1 but a[i, j] needs rank 2",
     ),
     (
         "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4] {\n    c = matmul(a, b)\n}\n",
