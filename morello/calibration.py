@@ -236,9 +236,9 @@ def load(target_name: str) -> CostCoefficients | None:
         The coefficients; None when there is no file, or ``MORELLO_CALIBRATION=off``.
 
     Raises:
-        TargetError: ``MORELLO_CALIBRATION`` is set to neither ``on`` nor ``off``; the file is
-            unreadable, damaged, of another format or for another
-            target; the one-line message names it and says how to start fresh.
+        TargetError: ``MORELLO_CALIBRATION`` is set to neither ``on`` nor ``off``; the file
+            is unreadable, damaged, of another format or for another target; the one-line
+            message names it and says how to start fresh.
     """
     switch = os.environ.get(ENV_VAR, "").strip().lower()
     if switch == "off":
