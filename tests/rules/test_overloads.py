@@ -71,7 +71,7 @@ def test_a_decomposition_applies_to_every_overload_it_fits(tmp_path: Path) -> No
     assert sorted(r.op for r in rules) == ["add", "add/1.1.1", "add/2.1.2"]  # type: ignore[union-attr]
 
 
-def test_one_kernel_declaration_with_two_patterns_gives_two_kernels(ctx: SynthesisContext) -> None:
+def test_one_kernel_declaration_with_two_patterns_gives_two_kernels() -> None:
     # `kernel vadd_f32x8, vadd1_f32x8:` in x86_avx2.rules: a row of 8 and a vector of 8.
     text = (
         "kernel k2, k1:\n"
@@ -86,7 +86,8 @@ def test_one_kernel_declaration_with_two_patterns_gives_two_kernels(ctx: Synthes
     assert [len(p.dims) for p in k1.operands] == [1, 1]
     assert k2.cost == k1.cost and k2.c_lines == k1.c_lines
     assert (k2.loc.line, k1.loc.line) == (1, 3)
-    built = {k.name: k.op for k in ctx.ruleset.kernels}
+    # zen1's x86_avx2.rules (whatever target the suite runs for): one overload each.
+    built = {k.name: k.op for k in make_context("zen1").ruleset.kernels}
     assert (built["vadd_f32x8"], built["vadd1_f32x8"]) == ("add", "add/1.1.1")
 
 
