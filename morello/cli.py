@@ -21,9 +21,8 @@ from morello import __version__
 from morello.codegen.header import lower_to_c
 from morello.context import SynthesisContext, make_context
 from morello.db.sqlite import default_db_path, file_stats, open_table
-from morello.errors import ExitCode, MorelloError, TargetError
+from morello.errors import ExitCode, MorelloError, TargetError, read_failure
 from morello.impl import Impl
-from morello.lang._lark import read_failure
 from morello.lang.spec_file import Program, build_program, parse_spec_file
 from morello.plugins import CALIBRATION_PLUGIN, Plugins
 from morello.search.solve import SearchStats, synthesize

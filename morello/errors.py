@@ -119,3 +119,12 @@ class CheckFailed(MorelloError):
     """Generated code ran but its output differs from the reference."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+def read_failure(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a file could not be read or written, lowercase: ``no such file or directory``."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start})"
+    if exc.strerror:
+        return exc.strerror.lower()
+    return str(exc).lower()

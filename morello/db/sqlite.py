@@ -59,7 +59,7 @@ from morello.db.table import (
     value_from_text,
     value_text,
 )
-from morello.errors import MemoTableError
+from morello.errors import MemoTableError, read_failure
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -159,9 +159,12 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
-        why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else exc
-        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
-        raise MemoTableError(f"cannot open memo table {path}: {why}{where}") from None
+        if isinstance(exc, OSError):
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise MemoTableError(
+                f"cannot open memo table {path}: {read_failure(exc)}{where}"
+            ) from None
+        raise MemoTableError(f"cannot open memo table {path}: {exc}") from None
     # Two processes opening a new file at once may find it locked while the other switches it
     # to WAL or creates the tables (SQLite reports that at once, without waiting): try again.
     deadline = time.monotonic() + _BUSY_TIMEOUT_S

@@ -25,7 +25,7 @@ import lark
 from lark.lexer import PatternStr
 
 from morello.cache import entry_key, entry_path, read_entry, write_entry
-from morello.errors import MorelloError, SourceError, SourceLocation
+from morello.errors import MorelloError, SourceError, SourceLocation, read_failure
 
 _GRAMMAR_PACKAGE: Final = "morello_grammars"
 
@@ -205,15 +205,6 @@ def loc_of(path: str, item: lark.Tree[lark.Token] | lark.Token) -> SourceLocatio
     if getattr(meta, "empty", True):
         return SourceLocation(path, 1, 1)
     return SourceLocation(path, meta.line, meta.column, meta.end_line, meta.end_column)
-
-
-def read_failure(exc: OSError | UnicodeDecodeError) -> str:
-    """Why a source file could not be read, lowercase: ``no such file or directory``."""
-    if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text (byte {exc.start})"
-    if exc.strerror:
-        return exc.strerror.lower()
-    return str(exc).lower()
 
 
 def read_source(node: Traversable | Path | str, what: str, error_cls: type[MorelloError]) -> str:

@@ -471,13 +471,8 @@ class _Checker:
         first = args[0] if args else None
         for ts, acc, arg in zip(args, opdef.inputs, call.args, strict=True):
             if len(ts.shape) != len(acc.indices):
-                hint = ""
                 params = {p.name for p in self.func.params}
-                if len(ts.shape) == 1 and len(acc.indices) == 2 and _arg_name(arg) in params:
-                    n, (rows, cols) = ts.shape[0], acc.indices
-                    column = sizes.get(rows) == n and sizes.get(cols) != n  # as in matmul(x, w)
-                    shape, what = (f"[{n}, 1]", "column") if column else (f"[1, {n}]", "row")
-                    hint = f" (a vector may be declared as one {what}: {ts.dtype.name}{shape})"
+                hint = _vector_hint(ts, acc, sizes) if _arg_name(arg) in params else ""
                 raise SpecError(
                     f"rank mismatch in {_signature(opdef)}: {_arg_name(arg)} has rank "
                     f"{len(ts.shape)} but {_access(acc)} needs rank {len(acc.indices)}{hint}",
@@ -537,6 +532,17 @@ def _signature(opdef: OpDef) -> str:
 
 def _access(acc: Access) -> str:
     return f"{acc.tensor}[{', '.join(acc.indices)}]"
+
+
+def _vector_hint(ts: TensorSpec, acc: Access, sizes: dict[str, int]) -> str:
+    """How to declare a vector parameter where ``acc`` needs a matrix: as one row, or as one
+    column where the row index is already bound to its length (``b`` of ``matmul(x, w)``)."""
+    if len(ts.shape) != 1 or len(acc.indices) != 2:
+        return ""
+    n, (rows, cols) = ts.shape[0], acc.indices
+    column = sizes.get(rows) == n and sizes.get(cols) != n
+    shape, what = (f"[{n}, 1]", "column") if column else (f"[1, {n}]", "row")
+    return f" (a vector may be declared as one {what}: {ts.dtype.name}{shape})"
 
 
 def _arg_name(arg: Call | Var) -> str:
