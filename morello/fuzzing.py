@@ -251,6 +251,8 @@ class _Builder:
         self.features.add(f"kind:{kind}")
         if kind == "elementwise" and len(vars_) == 1:
             self.features.add("elementwise-of-vectors")
+        if kind == "contraction" and len(vars_) == 1:
+            self.features.add("product-with-a-vector")
         self.features.add(f"op:{opdef.name}")
         sizes = dict(zip(opdef.output.indices, vars_, strict=True))
         node = _App(key, opdef, vars_)

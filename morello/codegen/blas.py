@@ -5,7 +5,9 @@ product when its index notation says so, whatever its name, operand order or ind
 two rank-2 inputs, a rank-2 output, and a body that is one sum over one index of the product
 of the two inputs, each input indexed by that reduction index and one output index. The
 layouts then give each buffer's strides, and with them the transposes and leading dimensions
-of a row-major ``gemm`` call (or ``gemv`` where one output extent is 1). Knows no op by name.
+of a row-major ``gemm`` call (or ``gemv`` where one output extent is 1). A product of a
+matrix and a vector (one rank-1 input, a rank-1 output) is a ``gemv`` call alone. Knows no op
+by name.
 """
 
 from __future__ import annotations
@@ -100,6 +102,33 @@ def matmul_structure(opdef: OpDef) -> tuple[str, str, str] | None:
     return i, j, k
 
 
+def matvec_structure(opdef: OpDef) -> tuple[int, int, str, str] | None:
+    """``(matrix, vector, i, k)`` if ``opdef`` is ``out[i] = sum(k) M[i|k, k|i] * v[k]``.
+
+    ``matrix`` and ``vector`` are the positions of the rank-2 and the rank-1 input (a vector
+    times a matrix is the same product, its matrix read transposed); None for any other op.
+    """
+    if len(opdef.inputs) != 2 or len(opdef.output.indices) != 1:
+        return None
+    product = summed_product(opdef.expr)
+    if product is None or len(product[0].indices) != 1:
+        return None
+    reduction, lhs, rhs = product
+    (k,) = reduction.indices
+    ranks = [len(acc.indices) for acc in opdef.inputs]
+    if sorted(ranks) != [1, 2]:
+        return None
+    matrix, vector = ranks.index(2), ranks.index(1)
+    mat, vec = opdef.inputs[matrix], opdef.inputs[vector]
+    used = {f.tensor: f.indices for f in (lhs, rhs)}
+    if used.get(mat.tensor) != mat.indices or used.get(vec.tensor) != vec.indices:
+        return None
+    (i,) = opdef.output.indices
+    if vec.indices != (k,) or set(mat.indices) != {i, k} or i == k:
+        return None
+    return matrix, vector, i, k
+
+
 def strides(ts: TensorSpec) -> tuple[int | None, ...] | None:
     """Element stride of each dimension (None for extent 1), or None if not strided."""
     if any(block is not None for _, block in ts.layout.dims):
@@ -133,9 +162,11 @@ def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
     Empty when the op is not a matrix product. An operand whose layout is not strided is
     read as a row-major copy of its values (``blas_layout``); the caller passes that copy.
     """
-    found = matmul_structure(opdef)
-    if found is None or spec.accum:
+    if spec.accum:
         return []
+    found = matmul_structure(opdef)
+    if found is None:
+        return _matvec_calls(opdef, spec)
     i, _, k = found
     sizes = opdef.sizes([t.shape for t in spec.operands])
     assert isinstance(sizes, dict)
@@ -175,6 +206,28 @@ def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
         rows, cols = (kk, m) if av[0] else (m, kk)
         calls.append(GemvCall(a, b, c, av[0], rows, cols, av[1], incx, incy))
     return calls
+
+
+def _matvec_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
+    """The ``gemv`` call of a matrix-vector product (``matvec_structure``), or none."""
+    found = matvec_structure(opdef)
+    if found is None:
+        return []
+    matrix, vector, i, k = found
+    sizes = opdef.sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    out = len(spec.operands) - 1
+    acc = opdef.inputs[matrix].indices
+    view = _row_major_view(_view(spec.operands[matrix]), acc.index(i), acc.index(k), sizes[i],
+                           sizes[k])  # fmt: skip
+    assert view is not None
+    trans, lda = view
+    # Stored as i x k: y = A x; stored as k x i (a vector times a matrix): y = A^T x.
+    rows, cols = (sizes[k], sizes[i]) if trans else (sizes[i], sizes[k])
+    incx = _step(_view(spec.operands[vector])[0])
+    incy = _step(_view(spec.operands[out])[0])
+    return [GemvCall(Operand(matrix), Operand(vector), Operand(out), trans, rows, cols, lda,
+                     incx, incy)]  # fmt: skip
 
 
 def blas_layout(ts: TensorSpec) -> Layout:

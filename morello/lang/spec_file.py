@@ -444,8 +444,9 @@ class _Checker:
                 sorted({f"{len(d.inputs)} argument{'s' if len(d.inputs) != 1 else ''}"
                         for _, d in overloads})
             )  # fmt: skip
-            if len(overloads) == 1:
-                names_ = ", ".join(a.tensor for a in overloads[0][1].inputs)
+            params = {tuple(a.tensor for a in d.inputs) for _, d in overloads}
+            if len(params) == 1:  # one form, or forms whose inputs have the same names
+                names_ = ", ".join(params.pop())
                 takes += f" ({names_})" if names_ else ""
             raise SpecError(f"{call.op} takes {takes}, found {got}", call.loc)
         if len(same_arity) == 1:

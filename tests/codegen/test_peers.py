@@ -3,8 +3,9 @@
 * Detection: a matrix product is recognised from index notation whatever its name, operand
   order, index letters or output orientation, and for every row/col-major layout of every
   operand; the BLAS call derived for it is run by the peer child, which checks its output
-  against NumPy (a wrong transpose or leading dimension fails there). Ops that are not a
-  plain product of two matrices get no BLAS peer.
+  against NumPy (a wrong transpose or leading dimension fails there). A product of a
+  matrix and a vector (either order, the matrix in either layout) is a gemv call. Ops that
+  are not a plain product get no BLAS peer.
 * Timing: a peer of 128^3 is within 2x of the same library's sgemm called from an
   independent C loop (``blas_direct.c``), and ``bench --json`` on matmul_64 reports an
   OpenBLAS time within 15% of that loop in the same run, next to the array peers
@@ -29,7 +30,13 @@ from pathlib import Path
 import attrs
 import pytest
 
-from morello.codegen.blas import GemmCall, GemvCall, blas_calls, matmul_structure
+from morello.codegen.blas import (
+    GemmCall,
+    GemvCall,
+    blas_calls,
+    matmul_structure,
+    matvec_structure,
+)
 from morello.codegen.harness import random_inputs, reference, tolerance
 from morello.codegen.peers import PeerMissing, PeerTiming, time_peers
 from morello.codegen.runner import host_features
@@ -52,6 +59,8 @@ op mm_b_t(a[m, k], b[n, k]) -> c[m, n] = sum(k) a[m, k] * b[n, k]
 op scaled(a[m, k], b[k, n]) -> c[m, n] = sum(k) 2 * a[m, k] * b[k, n]
 op ew(a[i, j], b[i, j]) -> c[i, j] = a[i, j] * b[i, j]
 op inner(a[i, k], b[i, k]) -> c[i, j] = sum(k) a[i, k] * b[j, k] * b[i, k]
+op mv_t(v[k], a[n, k]) -> c[n] = sum(k) a[n, k] * v[k]
+op rowsum_scaled(a[m, k], v[k]) -> c[m] = sum(k) a[m, k] * a[m, k]
 """
 
 # (op, input shapes from m=3, k=5, n=7; output shape)
@@ -163,6 +172,40 @@ def test_matvec_peer_tries_gemv_and_gemm(
     assert sorted(s.split("cblas_")[1][:5] for s in peer.tried) == ["sgemm", "sgemv"]
     assert peer.routine in peer.tried
     assert peer.timing.median == min(peer.tried.values())
+
+
+def test_matvec_structure_reads_index_notation_not_names(
+    ctx: SynthesisContext, ops_ctx: SynthesisContext
+) -> None:
+    ops = ops_ctx.ruleset.ops
+    assert matvec_structure(ctx.ruleset.ops["matmul/1.2.1"]) == (1, 0, "n", "k")
+    assert matvec_structure(ctx.ruleset.ops["matmul/2.1.1"]) == (0, 1, "m", "k")
+    assert matvec_structure(ops["mv_t"]) == (1, 0, "n", "k")
+    for name in ("rowsum_scaled", "matmul", "ew", "sum"):
+        assert matvec_structure(ops[name]) is None, name
+
+
+@pytest.mark.parametrize(
+    ("text", "trans"),
+    [
+        ("x: f32[64], w: f32[64, 48] {lay}) -> y: f32[48] {{\n    y = matmul(x, w)", True),
+        ("w: f32[48, 64] {lay}, x: f32[64]) -> y: f32[48] {{\n    y = matmul(w, x)", False),
+        ("x: f32[64], w: f32[48, 64] {lay}) -> y: f32[48] {{\n    y = mv_t(x, w)", False),
+    ],
+    ids=["vecmat", "matvec", "mv_t"],
+)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_vector_products_have_a_gemv_peer(
+    text: str, trans: bool, layout: str, ops_ctx: SynthesisContext, tmp_path: Path
+) -> None:
+    ctx = _only_openblas(ops_ctx)
+    program = _program(ctx, "func f(" + text.format(lay=layout) + "\n}\n")
+    (call,) = blas_calls(ctx.ruleset.ops[program.spec.op], program.spec)
+    assert isinstance(call, GemvCall)
+    assert call.trans == (trans != (layout == "col_major"))
+    (peer,) = _peers(program, ctx, tmp_path)  # the child checks the output against NumPy
+    assert isinstance(peer, PeerTiming), peer
+    assert "cblas_sgemv" in peer.routine
 
 
 def test_no_blas_peer_for_other_ops(ops_ctx: SynthesisContext, tmp_path: Path) -> None:

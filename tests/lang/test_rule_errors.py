@@ -202,8 +202,13 @@ RULE_SET_ERRORS = [
         "{path}:1:1: error: kernel k9: unknown op 'zerox'",
     ),
     (
+        _kernel("c: f32[1] @RF = exp_shifted(x: f32[1, 1] @RF, m: f32[1] @RF)"),
+        "{path}:1:1: error: kernel k9: operand c has rank 1, exp_shifted expects 2",
+    ),
+    (
         _kernel("c: f32[1] @registers += matmul(a: f32[1, 1] @registers, b: f32[1, 1] @registers)"),
-        "{path}:1:1: error: kernel k9: operand c has rank 1, matmul expects 2",
+        "{path}:1:1: error: kernel k9: no form of matmul has operand ranks (2, 2) -> 1 "
+        "(forms: (2, 2) -> 2, (1, 2) -> 1, (2, 1) -> 1)",
     ),
     (
         _kernel("c: f32[1, 1, 1] @registers = zero()"),

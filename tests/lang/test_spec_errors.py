@@ -121,15 +121,15 @@ CHECK_ERRORS = [
     ),
     (_MM + "    c = matmul(a)\n}\n", "{path}:2:9: error: matmul takes 2 arguments (a, b), found 1"),
     (
+        # The form is chosen by the arguments' ranks: a vector times a matrix gives a vector.
         "func f(x: f32[4], w: f32[4, 4]) -> y: f32[4, 4] {\n    y = matmul(x, w)\n}\n",
-        "{path}:2:16: error: rank mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
-        "x has rank 1 but a[m, k] needs rank 2 (a vector may be declared as one row: f32[1, 4])",
+        "{path}:2:5: error: rank mismatch in matmul(a[k], b[k, n]) -> c[n]: "
+        "result y has rank 2 but c[n] needs rank 1",
     ),
     (
-        "func f(x: f32[3, 5], w: bf16[5]) -> y: f32[3, 1] {\n    y = matmul(x, w)\n}\n",
-        "{path}:2:19: error: rank mismatch in matmul(a[m, k], b[k, n]) -> c[m, n]: "
-        "w has rank 1 but b[k, n] needs rank 2 (a vector may be declared as one column: "
-        "bf16[5, 1])",
+        "func f(x: f32[4]) -> y: f32[1] {\n    y = sum(x)\n}\n",
+        "{path}:2:13: error: rank mismatch in sum(a[i, j]) -> c[i]: "
+        "x has rank 1 but a[i, j] needs rank 2 (a vector may be declared as one row: f32[1, 4])",
     ),
     (
         # An intermediate vector cannot be declared otherwise: no hint.
@@ -364,6 +364,23 @@ def test_errors_are_morello_errors_with_places(tmp_path: Path) -> None:
         parse_spec_file(path)
     assert info.value.loc is not None
     assert str(info.value) == f"{path}:1:5: error: expected a name, found end of file"
+
+
+def test_a_vector_where_a_matrix_column_fits_gets_the_column_hint(tmp_path: Path) -> None:
+    # An op with a matrix-only form whose second operand's rows are bound by the first's
+    # columns: the vector fits as one column (the core matmul now takes vectors itself).
+    rules = tmp_path / "mm.rules"
+    rules.write_text("op mm(a[m, k], b[k, n]) -> c[m, n] = sum(k) a[m, k] * b[k, n]\n")
+    path = _write(tmp_path, "func f(x: f32[3, 5], w: bf16[5]) -> y: f32[3, 1] {\n"
+                            "    y = mm(x, w)\n}\n")  # fmt: skip
+    (func,) = parse_spec_file(path).funcs
+    with pytest.raises(SpecError) as info:
+        build_program(func, make_context("zen1", extra_rules=[rules]), require_kernels=False)
+    assert info.value.format().splitlines()[0] == (
+        f"{path}:2:15: error: rank mismatch in mm(a[m, k], b[k, n]) -> c[m, n]: "
+        "w has rank 1 but b[k, n] needs rank 2 (a vector may be declared as one column: "
+        "bf16[5, 1])"
+    )
 
 
 def test_an_op_with_no_kernel_on_the_target_is_a_located_error(tmp_path: Path) -> None:

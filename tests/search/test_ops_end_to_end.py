@@ -39,6 +39,15 @@ def _vector(op: str, n: int) -> str:
     return f"func f(x: f32[{n}], b: f32[{n}]) -> y: f32[{n}] {{\n    y = {op}({args})\n}}\n"
 
 
+def _matvec(k: int, n: int, vector_first: bool, dt: str = "f32") -> str:
+    if vector_first:
+        params, out = f"x: {dt}[{k}], w: {dt}[{k}, {n}]", n
+    else:
+        params, out = f"w: {dt}[{n}, {k}], x: {dt}[{k}]", n
+    args = "x, w" if vector_first else "w, x"
+    return f"func f({params}) -> y: f32[{out}] {{\n    y = matmul({args})\n}}\n"
+
+
 SINGLE_OPS = {
     **{f"{op}-{shape}": _binary(op, 2, n, False) for op in ("add", "sub", "mul", "div", "max")
        for shape, n in (("16", 16), ("tail", 11))},
@@ -48,6 +57,9 @@ SINGLE_OPS = {
     "exp-tail": _unary("exp", 1, 13),
     **{f"{op}-vector-{n}": _vector(op, n) for n in (16, 13)
        for op in ("add", "sub", "mul", "div", "max", "relu", "exp")},
+    **{f"{name}-{dt}-{k}x{n}": _matvec(k, n, first, dt)
+       for name, first in (("vecmat", True), ("matvec", False)) for dt in ("f32", "bf16")
+       for k, n in ((16, 24), (37, 13))},
     "sum": _reduce("sum", 3, 40),
     "max": _reduce("max", 3, 40),
     "softmax": _unary("softmax", 3, 32),
@@ -80,6 +92,11 @@ GRAPHS = {
     # A bf16 product inside a graph is computed in f32 (its inputs' dtype has no kernel).
     "bf16-dense-relu": (
         "func g(x: bf16[3, 16], w: bf16[16, 16], b: f32[16]) -> y: f32[3, 16] {\n"
+        "    y = relu(add(matmul(x, w), b))\n}\n"
+    ),
+    # One token through a dense layer: a vector times a matrix, then a bias and ReLU.
+    "dense-relu-of-a-vector": (
+        "func g(x: f32[16], w: f32[16, 24], b: f32[24]) -> y: f32[24] {\n"
         "    y = relu(add(matmul(x, w), b))\n}\n"
     ),
     "exp-of-sum": (
