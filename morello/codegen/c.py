@@ -13,6 +13,7 @@ kernel or target by name.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -145,6 +146,31 @@ def shift_views(
     for i, d in uses:
         shifted[i] = shifted[i].shifted(d, offset)
     return shifted
+
+
+def row_stride(view: View, rows: int) -> int:
+    """Elements between consecutive indices of the view's first dim (``{stride(x)}``), for a
+    tile of ``rows`` rows.
+
+    A kernel reading the stride matches only tiles of strided layouts; such a tile of a
+    packed buffer (rows of one panel or one block) has a fixed stride too, the same in every
+    iteration of the loops around it. Where the offsets' expressions do not show that (a
+    block's rows, offsets modulo the block), the stride is read from the tile's position in
+    the first iteration (every loop variable 0). No fixed stride there is a codegen bug.
+    """
+    buf = view.buffer
+    here = offset_of(buf.layout, buf.shape, view.origin)
+    step = offset_of(buf.layout, buf.shape, view.shifted(0, 1).origin) + here.scale(-1)
+    if step.is_const():
+        return step.const
+    first = [c.const for c in view.origin]
+    offsets = [
+        buf.layout.offset(buf.shape, [first[0] + r, *first[1:]]) for r in range(max(rows, 2))
+    ]
+    steps = {b - a for a, b in itertools.pairwise(offsets)}
+    if len(steps) != 1:
+        raise AssertionError(f"no fixed row stride in {buf.name}: {step.render()}")
+    return steps.pop()
 
 
 def element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:

@@ -431,9 +431,9 @@ class _Builder:
         dim_vars: list[str],
         bounds: Mapping[str, tuple[int, int]],
     ) -> None:
-        """Every ``{...}`` in a template line is ``{x}`` or ``{&x}`` for an operand ``x``,
-        ``{n}`` for a dim variable ``n`` of the pattern, or ``{mask(n)}`` for one that a
-        ``where`` clause bounds by at most MAX_MASK_BITS."""
+        """Every ``{...}`` in a template line is ``{x}``, ``{&x}`` or ``{stride(x)}`` for an
+        operand ``x``, ``{n}`` for a dim variable ``n`` of the pattern, or ``{mask(n)}`` for
+        one that a ``where`` clause bounds by at most MAX_MASK_BITS."""
         raw = str(tok)[1:-1]
         for m in _BRACE_GROUP.finditer(raw):
             loc = SourceLocation(self.path, tok.line or 1, (tok.column or 1) + 1 + m.start())
@@ -441,9 +441,18 @@ class _Builder:
             if placeholder is None:
                 raise RuleError(
                     f"kernel {kernel}: invalid placeholder {m.group(0)}; "
-                    "templates allow only {x} and {&x} for an operand x",
+                    "templates allow only {x}, {&x} and {stride(x)} for an operand x, "
+                    "{n} and {mask(n)} for a dim variable n",
                     loc,
                 )
+            if placeholder.group(4) is not None:
+                if placeholder.group(4) not in operands:
+                    raise RuleError(
+                        f"kernel {kernel}: {m.group(0)} names {placeholder.group(4)!r}, which "
+                        f"is not an operand (operands: {', '.join(operands)})",
+                        loc,
+                    )
+                continue
             if placeholder.group(3) is not None:
                 var = placeholder.group(3)
                 if var not in dim_vars:

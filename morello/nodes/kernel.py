@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from morello.codegen.c import element
+from morello.codegen.c import element, row_stride
 from morello.cost import kernel_cost
 from morello.nodes.base import NodeBase, max_peaks
 from morello.spec import Spec, snap_up
@@ -70,5 +70,10 @@ class KernelAction(NodeBase):
         """The template over the operands' first elements."""
         kernel = em.ctx.ruleset.kernel(self.kernel)
         operands = {pat.name: element(v) for pat, v in zip(kernel.operands, views, strict=True)}
-        for line in kernel.render(operands, dict(self.bindings)):
+        strides = {
+            pat.name: row_stride(v, ts.shape[0])
+            for pat, v, ts in zip(kernel.operands, views, impl.spec.operands, strict=True)
+            if pat.name in kernel.strided
+        }
+        for line in kernel.render(operands, dict(self.bindings), strides):
             em.emit(line)

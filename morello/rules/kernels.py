@@ -2,14 +2,17 @@
 
 Templates may contain ``{x}`` (operand ``x`` as a C lvalue: an element or a register
 variable), ``{&x}`` (the address of ``x``'s first element) and ``{n}`` (the extent a dim
-variable of the pattern is bound to) and ``{mask(n)}`` (an integer literal with the low
+variable of the pattern is bound to), ``{mask(n)}`` (an integer literal with the low
 ``n`` bits set, for a dim variable ``n`` the kernel bounds by at most 64: the lane mask of a
-masked load or store of ``n`` elements); nothing else in braces is substituted.
+masked load or store of ``n`` elements) and ``{stride(x)}`` (the distance in elements
+between consecutive indices of ``x``'s first dim: a row's stride; the kernel then matches
+only tiles of strided layouts, not packed ones); nothing else in braces is substituted.
 Substitution is a small regex, never ``str.format``. Knows no kernel by name.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -19,9 +22,10 @@ import attrs
 from morello.errors import SourceLocation
 from morello.spec import Spec, TensorSpec, short_of
 
-#: ``{x}``, ``{&x}`` (groups 1 and 2) or ``{mask(n)}`` (group 3).
+#: ``{x}``, ``{&x}`` (groups 1 and 2), ``{mask(n)}`` (group 3) or ``{stride(x)}`` (group 4).
 PLACEHOLDER: Final = re.compile(
-    r"\{(?:(&?)([A-Za-z_][A-Za-z0-9_]*)|mask\(([A-Za-z_][A-Za-z0-9_]*)\))\}"
+    r"\{(?:(&?)([A-Za-z_][A-Za-z0-9_]*)|mask\(([A-Za-z_][A-Za-z0-9_]*)\)"
+    r"|stride\(([A-Za-z_][A-Za-z0-9_]*)\))\}"
 )
 #: The widest lane mask ``{mask(n)}`` renders (an ``unsigned long long`` literal).
 MAX_MASK_BITS: Final = 64
@@ -113,6 +117,8 @@ class Kernel:
         for pat, ts in zip(self.operands, spec.operands, strict=True):
             if not pat.match(ts, bindings, layout_named):
                 return None
+            if pat.name in self.strided and not is_strided(ts):
+                return None
         for var, lo, hi in self.bounds:
             if not lo <= bindings[var] <= hi:
                 return None
@@ -123,6 +129,16 @@ class Kernel:
                     short_of(idx, units)  # it would match with more room
                     return None
         return bindings
+
+    @functools.cached_property
+    def strided(self) -> frozenset[str]:
+        """The operands whose row stride the template reads (``{stride(x)}``)."""
+        return frozenset(
+            m.group(4)
+            for line in self.c_lines
+            for m in PLACEHOLDER.finditer(line)
+            if m.group(4) is not None
+        )
 
     def main_cost(self, bindings: Mapping[str, int], coefficients: Mapping[str, int]) -> int:
         """The declared cost with dim variables and coefficients substituted."""
@@ -135,20 +151,32 @@ class Kernel:
         return total
 
     def render(
-        self, operands: Mapping[str, tuple[str, str]], bindings: Mapping[str, int] = {}
+        self,
+        operands: Mapping[str, tuple[str, str]],
+        bindings: Mapping[str, int] = {},
+        strides: Mapping[str, int] = {},
     ) -> list[str]:
         """C lines with ``{x}``/``{&x}`` replaced from ``operands[x] = (lvalue, address)``,
-        ``{n}`` by the extent bound to dim variable ``n`` and ``{mask(n)}`` by its mask."""
+        ``{n}`` by the extent bound to dim variable ``n``, ``{mask(n)}`` by its mask and
+        ``{stride(x)}`` by ``strides[x]``."""
 
         def sub(m: re.Match[str]) -> str:
             if m.group(3) is not None:
                 return lane_mask(bindings[m.group(3)])
+            if m.group(4) is not None:
+                return str(strides[m.group(4)])
             if m.group(2) not in operands:
                 return str(bindings[m.group(2)])
             lvalue, address = operands[m.group(2)]
             return address if m.group(1) else lvalue
 
         return [PLACEHOLDER.sub(sub, line) for line in self.c_lines]
+
+
+def is_strided(ts: TensorSpec) -> bool:
+    """Whether ``ts``'s layout has a fixed stride per dim (no packed blocks): a kernel that
+    reads ``{stride(x)}`` matches only such tiles."""
+    return all(block is None for _, block in ts.layout.dims)
 
 
 def lane_mask(n: int) -> str:

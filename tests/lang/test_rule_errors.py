@@ -98,12 +98,19 @@ CHECK_ERRORS = [
     (
         _K + '    c "{c} = {a.__class__};"\n',
         "{path}:4:14: error: kernel k: invalid placeholder {a.__class__}; "
-        "templates allow only {x} and {&x} for an operand x",
+        "templates allow only {x}, {&x} and {stride(x)} for an operand x, "
+        "{n} and {mask(n)} for a dim variable n",
     ),
     (
         _K + '    c "{c} = {0};"\n',
         "{path}:4:14: error: kernel k: invalid placeholder {0}; "
-        "templates allow only {x} and {&x} for an operand x",
+        "templates allow only {x}, {&x} and {stride(x)} for an operand x, "
+        "{n} and {mask(n)} for a dim variable n",
+    ),
+    (
+        _K + '    c "{c} = {stride(q)};"\n',
+        "{path}:4:14: error: kernel k: {stride(q)} names 'q', which is not an operand "
+        "(operands: c)",
     ),
     (
         _K + '    c "{c} = {zz};"\n',

@@ -60,6 +60,11 @@ SINGLE_OPS = {
     **{f"{name}-{dt}-{k}x{n}": _matvec(k, n, first, dt)
        for name, first in (("vecmat", True), ("matvec", False)) for dt in ("f32", "bf16")
        for k, n in ((16, 24), (37, 13))},
+    # A kernel reading rows {stride(a)} apart, over strided tiles of packed buffers too.
+    **{f"matvec-{layout}": (
+        f"func f(w: f32[24, 40] {layout}, x: f32[40]) -> y: f32[24] {{\n"
+        "    y = matmul(w, x)\n}\n"
+    ) for layout in ("col_major", "packed_cols(8)", "packed_rows(8)", "packed_rows(4)")},
     "sum": _reduce("sum", 3, 40),
     "max": _reduce("max", 3, 40),
     "softmax": _unary("softmax", 3, 32),
