@@ -145,6 +145,10 @@ TINY_GRAPHS_OF_OTHER_OPS = {
     "sum-of-exp": "func f(x: f32[1, 2]) -> y: f32[1] {\n    y = sum(exp(x))\n}\n",
     "vectors": "func f(x: f32[2], b: f32[2]) -> y: f32[2] {\n    y = relu(mul(x, b))\n}\n",
     "exp-of-sum": "func f(x: f32[1, 2]) -> y: f32[1] {\n    y = exp(sum(x))\n}\n",
+    "vector-times-matrix": "func f(x: f32[1], w: f32[1, 2]) -> y: f32[2] {\n"
+    "    y = relu(matmul(x, w))\n}\n",
+    "matrix-times-vector": "func f(w: f32[2, 1], x: f32[1], b: f32[2]) -> y: f32[2] {\n"
+    "    y = add(matmul(w, x), b)\n}\n",
 }
 
 

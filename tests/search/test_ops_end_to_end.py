@@ -104,6 +104,11 @@ GRAPHS = {
         "func g(x: f32[16], w: f32[16, 24], b: f32[24]) -> y: f32[24] {\n"
         "    y = relu(add(matmul(x, w), b))\n}\n"
     ),
+    # One token through two layers, the second a matrix times the hidden vector.
+    "mlp-of-a-vector": (
+        "func g(x: f32[12], w1: f32[12, 20], w2: f32[9, 20]) -> y: f32[9] {\n"
+        "    h = relu(matmul(x, w1))\n    y = matmul(w2, h)\n}\n"
+    ),
     "exp-of-sum": (
         "func g(a: f32[2, 8], b: f32[2, 8]) -> y: f32[2] {\n    y = sum(exp(sub(a, b)))\n}\n"
     ),
