@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -191,6 +192,14 @@ def tensor_spec_of(tt: TensorType, what: str, levels: Sequence[MemoryLevel]) -> 
     shape = tuple(int(d) for d in tt.dims)
     layout = layout_by_name(name, len(shape))
     if layout is None:
+        packed = re.fullmatch(r"([a-z_]+)\((\d+)\)", name)
+        if packed and packed.group(1) in PARAMETRIC_FAMILIES:
+            if int(packed.group(2)) < 2:
+                raise SpecError(f"{what}: the block of {name} must be 2 or more", tt.loc)
+            raise SpecError(
+                f"{what}: layout {name} packs a matrix, but the tensor has rank {len(shape)}",
+                tt.loc,
+            )
         known = ", ".join([*LAYOUT_FAMILIES, *(f"{p}(N)" for p in PARAMETRIC_FAMILIES)])
         raise SpecError(f"{what}: unknown layout {name!r} (known: {known})", tt.loc)
     canon = layout.canonical(shape)

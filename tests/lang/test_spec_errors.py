@@ -235,6 +235,15 @@ CHECK_ERRORS = [
         "(known: row_major, col_major, packed_cols(N), packed_rows(N))",
     ),
     (
+        "func f(a: f32[4] packed_cols(4)) -> c: f32[4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: layout packed_cols(4) packs a matrix, but the tensor "
+        "has rank 1",
+    ),
+    (
+        "func f(a: f32[4, 4] packed_rows(1)) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:11: error: parameter a: the block of packed_rows(1) must be 2 or more",
+    ),
+    (
         "func f(a: f32[4, 4] row_major col_major) -> c: f32[4, 4] {\n" + _MOVE,
         "{path}:1:11: error: parameter a: more than one layout given",
     ),
