@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import attrs
 
 from morello.layout import Layout, row_major
-from morello.rules.index_notation import OpDef, summed_product
+from morello.rules.index_notation import Access, OpDef, summed_product
 from morello.spec import Spec, TensorSpec
 
 #: CBLAS enumerators (the values every CBLAS header uses).
@@ -72,19 +72,29 @@ class GemvCall:
 BlasCall = GemmCall | GemvCall
 
 
-def matmul_structure(opdef: OpDef) -> tuple[str, str, str] | None:
-    """``(i, j, k)`` if ``opdef`` is a matrix product ``out[i|j, j|i] = sum(k) x * y``.
-
-    ``i`` is the free index of the first input, ``j`` that of the second; None for any op
-    that is not a plain product of two matrices summed over one shared index.
-    """
-    if len(opdef.inputs) != 2 or len(opdef.output.indices) != 2:
+def _sum_of_a_product(opdef: OpDef, out_rank: int) -> tuple[str, Access, Access] | None:
+    """``(k, x, y)`` if ``opdef`` has two inputs, an output of ``out_rank`` and the body
+    ``sum(k) x * y`` over one index ``k``; None otherwise."""
+    if len(opdef.inputs) != 2 or len(opdef.output.indices) != out_rank:
         return None
     product = summed_product(opdef.expr)
     if product is None or len(product[0].indices) != 1:
         return None
     reduction, lhs, rhs = product
     (k,) = reduction.indices
+    return k, lhs, rhs
+
+
+def matmul_structure(opdef: OpDef) -> tuple[str, str, str] | None:
+    """``(i, j, k)`` if ``opdef`` is a matrix product ``out[i|j, j|i] = sum(k) x * y``.
+
+    ``i`` is the free index of the first input, ``j`` that of the second; None for any op
+    that is not a plain product of two matrices summed over one shared index.
+    """
+    found = _sum_of_a_product(opdef, 2)
+    if found is None:
+        return None
+    k, lhs, rhs = found
     declared = {acc.tensor: acc for acc in opdef.inputs}
     factors = [lhs, rhs]
     if sorted(f.tensor for f in factors) != sorted(declared) or len(declared) != 2:
@@ -108,13 +118,10 @@ def matvec_structure(opdef: OpDef) -> tuple[int, int, str, str] | None:
     ``matrix`` and ``vector`` are the positions of the rank-2 and the rank-1 input (a vector
     times a matrix is the same product, its matrix read transposed); None for any other op.
     """
-    if len(opdef.inputs) != 2 or len(opdef.output.indices) != 1:
+    found = _sum_of_a_product(opdef, 1)
+    if found is None:
         return None
-    product = summed_product(opdef.expr)
-    if product is None or len(product[0].indices) != 1:
-        return None
-    reduction, lhs, rhs = product
-    (k,) = reduction.indices
+    k, lhs, rhs = found
     ranks = [len(acc.indices) for acc in opdef.inputs]
     if sorted(ranks) != [1, 2]:
         return None
