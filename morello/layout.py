@@ -76,6 +76,10 @@ class Layout:
         """Whether all physical dims are contiguous."""
         return self.contig == len(self.dims)
 
+    def is_strided(self) -> bool:
+        """Whether each logical dim has one fixed stride (no packed blocks)."""
+        return all(block is None for _, block in self.dims)
+
     def offset_terms(
         self, shape: Sequence[int], coords: Sequence[object]
     ) -> list[tuple[object, int, int | None, int]]:
@@ -276,9 +280,18 @@ def layout_by_name(name: str, rank: int) -> Layout | None:
     ctor = LAYOUT_FAMILIES.get(name)
     if ctor is not None:
         return ctor(rank)
+    packed = packed_family(name)
+    if packed is not None and packed[1] > 1 and rank >= 2:
+        return PARAMETRIC_FAMILIES[packed[0]](rank, packed[1])
+    return None
+
+
+def packed_family(name: str) -> tuple[str, int] | None:
+    """``(family, block)`` if ``name`` is a packed family with its block (``packed_cols(16)``),
+    whatever the block and rank it may apply to; None otherwise."""
     m = _PARAMETRIC.match(name)
-    if m and m.group(1) in PARAMETRIC_FAMILIES and int(m.group(2)) > 1 and rank >= 2:
-        return PARAMETRIC_FAMILIES[m.group(1)](rank, int(m.group(2)))
+    if m and m.group(1) in PARAMETRIC_FAMILIES:
+        return m.group(1), int(m.group(2))
     return None
 
 

@@ -138,7 +138,7 @@ def matvec_structure(opdef: OpDef) -> tuple[int, int, str, str] | None:
 
 def strides(ts: TensorSpec) -> tuple[int | None, ...] | None:
     """Element stride of each dimension (None for extent 1), or None if not strided."""
-    if any(block is not None for _, block in ts.layout.dims):
+    if not ts.layout.is_strided():
         return None
     out: list[int | None] = []
     for d, n in enumerate(ts.shape):

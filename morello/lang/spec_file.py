@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,13 @@ from morello.dtypes import DTYPES
 from morello.errors import SourceLocation, SpecError, SpecSyntaxError
 from morello.lang._lark import loc_of, parse, read_source
 from morello.lang.syntax import TensorType, tensor_type
-from morello.layout import LAYOUT_FAMILIES, PARAMETRIC_FAMILIES, Layout, layout_by_name
+from morello.layout import (
+    LAYOUT_FAMILIES,
+    PARAMETRIC_FAMILIES,
+    Layout,
+    layout_by_name,
+    packed_family,
+)
 from morello.rules.graph import GraphOp, Statement, canonical, graph_inputs
 from morello.spec import Spec, TensorSpec
 
@@ -192,9 +197,9 @@ def tensor_spec_of(tt: TensorType, what: str, levels: Sequence[MemoryLevel]) -> 
     shape = tuple(int(d) for d in tt.dims)
     layout = layout_by_name(name, len(shape))
     if layout is None:
-        packed = re.fullmatch(r"([a-z_]+)\((\d+)\)", name)
-        if packed and packed.group(1) in PARAMETRIC_FAMILIES:
-            if int(packed.group(2)) < 2:
+        packed = packed_family(name)
+        if packed is not None:
+            if packed[1] < 2:
                 raise SpecError(f"{what}: the block of {name} must be 2 or more", tt.loc)
             raise SpecError(
                 f"{what}: layout {name} packs a matrix, but the tensor has rank {len(shape)}",

@@ -117,8 +117,12 @@ class Kernel:
         for pat, ts in zip(self.operands, spec.operands, strict=True):
             if not pat.match(ts, bindings, layout_named):
                 return None
-            if pat.name in self.strided and not is_strided(ts):
-                return None
+        if self.strided and not all(
+            is_strided(ts)
+            for pat, ts in zip(self.operands, spec.operands, strict=True)
+            if pat.name in self.strided
+        ):
+            return None
         for var, lo, hi in self.bounds:
             if not lo <= bindings[var] <= hi:
                 return None
@@ -176,7 +180,7 @@ class Kernel:
 def is_strided(ts: TensorSpec) -> bool:
     """Whether ``ts``'s layout has a fixed stride per dim (no packed blocks): a kernel that
     reads ``{stride(x)}`` matches only such tiles."""
-    return all(block is None for _, block in ts.layout.dims)
+    return ts.layout.is_strided()
 
 
 def lane_mask(n: int) -> str:

@@ -53,10 +53,7 @@ def ctx(tmp_path_factory: pytest.TempPathFactory) -> SynthesisContext:
 
 
 def _kernels(impl: Impl) -> set[str]:
-    found = {impl.action.kernel} if isinstance(impl.action, KernelAction) else set()
-    for child in impl.children:
-        found |= _kernels(child)
-    return found
+    return {n.action.kernel for n in impl.walk() if isinstance(n.action, KernelAction)}
 
 
 def test_the_kernel_knows_which_operand_it_strides(ctx: SynthesisContext) -> None:
