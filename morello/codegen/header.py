@@ -99,6 +99,9 @@ def _doc_comment(program: Program, ctx: SynthesisContext, threads: int = 1) -> s
         layout = family_name(ts.layout, ts.shape) or ts.layout.describe(len(ts.shape))
         dt = ts.dtype
         c_type = f"{dt.c_type}, " if dt.logical and dt.logical != dt.numpy else ""
+        if not ts.shape:
+            lines.append(f" *   {role} {name}: {ts.dtype.name}[] ({c_type}a scalar) at {name}[0]")
+            continue
         where = offset_formula(ts.layout, ts.shape, coords[: len(ts.shape)])
         lines.append(f" *   {role} {name}: {ts.dtype.name}[{dims}] ({c_type}{layout}),")
         lines.append(f" *       element [{', '.join(coords[: len(ts.shape)])}] at {name}[{where}]")

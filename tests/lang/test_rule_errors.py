@@ -215,12 +215,12 @@ RULE_SET_ERRORS = [
     (
         _kernel("c: f32[1] @registers += matmul(a: f32[1, 1] @registers, b: f32[1, 1] @registers)"),
         "{path}:1:1: error: kernel k9: no form of matmul has operand ranks (2, 2) -> 1 "
-        "(forms: (2, 2) -> 2, (1, 2) -> 1, (2, 1) -> 1)",
+        "(forms: (2, 2) -> 2, (1, 2) -> 1, (2, 1) -> 1, (1, 1) -> 0)",
     ),
     (
         _kernel("c: f32[1, 1, 1] @registers = zero()"),
         "{path}:1:1: error: kernel k9: no form of zero has operand ranks () -> 3 "
-        "(forms: () -> 2, () -> 1)",
+        "(forms: () -> 2, () -> 1, () -> 0)",
     ),
     (
         _kernel("c: f32[1, 1] @registers diag = zero()"),

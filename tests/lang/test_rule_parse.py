@@ -48,7 +48,10 @@ def test_rule_parse_every_builtin_file(node: object) -> None:
 def test_rule_parse_core_ops() -> None:
     declared = _builtin("ops/core.rules").ops
     ops = {op.name: op for op in reversed(declared)}  # the first of each name
-    assert [op.name for op in declared[:5]] == ["matmul", "matmul", "matmul", "zero", "zero"]
+    assert [op.name for op in declared[:6]] == [*["matmul"] * 4, "zero", "zero"]
+    # The dot product of two vectors: a scalar, an output with no indices (rank 0).
+    assert declared[3].inputs == (Access("a", ("k",)), Access("b", ("k",)))
+    assert declared[3].output == Access("c", ())
     assert {"add", "sub", "mul", "div", "max", "relu", "exp", "sum", "softmax"} <= set(ops)
     matmul = ops["matmul"]
     assert matmul.inputs == (Access("a", ("m", "k")), Access("b", ("k", "n")))

@@ -63,8 +63,8 @@ SYNTAX_ERRORS = [
         "{path}:2:8: error: expected a name, found '='",
     ),
     (
-        "func f(a: f32[]) -> c: f32[4, 4] {\n" + _MOVE,
-        "{path}:1:15: error: expected one of '*', a name or an integer, found ']'",
+        "func f(a: f32[4,]) -> c: f32[4, 4] {\n" + _MOVE,
+        "{path}:1:17: error: expected one of '*', a name or an integer, found ']'",
     ),
     (
         "func f(a f32[4, 4]) -> c: f32[4, 4] {\n" + _MOVE,
@@ -127,15 +127,21 @@ CHECK_ERRORS = [
         "result y has rank 2 but c[n] needs rank 1",
     ),
     (
-        "func f(x: f32[4]) -> y: f32[1] {\n    y = sum(x)\n}\n",
-        "{path}:2:13: error: rank mismatch in sum(a[i, j]) -> c[i]: "
-        "x has rank 1 but a[i, j] needs rank 2 (a vector may be declared as one row: f32[1, 4])",
+        "func f(x: f32[4]) -> y: f32[4] {\n    y = softmax(x)\n}\n",
+        "{path}:2:17: error: rank mismatch in softmax(x[i, j]) -> y[i, j]: "
+        "x has rank 1 but x[i, j] needs rank 2 (a vector may be declared as one row: f32[1, 4])",
     ),
     (
         # An intermediate vector cannot be declared otherwise: no hint.
-        "func f(x: f32[3, 5]) -> y: f32[3] {\n    m = max(x)\n    y = sum(m)\n}\n",
-        "{path}:3:13: error: rank mismatch in sum(a[i, j]) -> c[i]: "
-        "m has rank 1 but a[i, j] needs rank 2",
+        "func f(x: f32[3, 5]) -> y: f32[3, 3] {\n    m = max(x)\n    y = softmax(m)\n}\n",
+        "{path}:3:17: error: rank mismatch in softmax(x[i, j]) -> y[i, j]: "
+        "m has rank 1 but x[i, j] needs rank 2",
+    ),
+    (
+        # A whole vector's sum is a scalar (rank 0).
+        "func f(x: f32[4]) -> y: f32[1] {\n    y = sum(x)\n}\n",
+        "{path}:2:5: error: rank mismatch in sum(a[i]) -> c[]: "
+        "result y has rank 1 but c[] needs rank 0",
     ),
     (
         "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4] {\n    c = matmul(a, b)\n}\n",

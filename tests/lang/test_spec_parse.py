@@ -142,3 +142,15 @@ def test_spec_parse_statement_separators(tmp_path: Path, separator: str) -> None
     )
     (func,) = parse_spec_file(path).funcs
     assert [s.target for s in func.stmts] == ["h", "y"]
+
+
+def test_spec_parse_a_scalar_has_rank_0(tmp_path: Path, ctx: SynthesisContext) -> None:
+    path = _write(
+        tmp_path,
+        "func dot(x: f32[16], y: f32[16]) -> s: f32[] {\n    s = matmul(x, y)\n}\n",
+    )
+    (func,) = parse_spec_file(path).funcs
+    assert func.result.type.dims == ()
+    spec = build_program(func, ctx).spec
+    assert [t.shape for t in spec.operands] == [(16,), (16,), ()]
+    assert spec.op == "matmul/1.1.0"

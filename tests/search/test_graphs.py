@@ -149,6 +149,10 @@ TINY_GRAPHS_OF_OTHER_OPS = {
     "    y = relu(matmul(x, w))\n}\n",
     "matrix-times-vector": "func f(w: f32[2, 1], x: f32[1], b: f32[2]) -> y: f32[2] {\n"
     "    y = add(matmul(w, x), b)\n}\n",
+    # Scalars (rank 0): a dot product, and a vector's maximum broadcast back along it.
+    "relu-of-a-dot-product": "func f(x: f32[2], w: f32[2]) -> y: f32[] {\n"
+    "    y = relu(matmul(x, w))\n}\n",
+    "sub-of-max": "func f(x: f32[2]) -> y: f32[2] {\n    y = sub(x, max(x))\n}\n",
 }
 
 

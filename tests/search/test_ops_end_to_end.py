@@ -1,7 +1,8 @@
 """Every op of the core rule set, alone and in graphs, synthesized, compiled and compared with
 NumPy: elementwise ops (with a broadcast row), reductions along a row, softmax through its
-decomposition, and the graphs of the examples at small shapes (a dense layer with bias and
-ReLU, two layers of an MLP, an attention head).
+decomposition, scalars (rank 0: a vector's sum, maximum or dot product, elementwise ops of
+scalars, a scalar broadcast along a vector), and the graphs of the examples at small shapes
+(a dense layer with bias and ReLU, two layers of an MLP, an attention head).
 
 Shapes are small so the search stays quick, with extents that are not multiples of the
 vector width (tails) as well as ones that are. ``check`` raises on a mismatch.
@@ -48,6 +49,24 @@ def _matvec(k: int, n: int, vector_first: bool, dt: str = "f32") -> str:
     return f"func f({params}) -> y: f32[{out}] {{\n    y = matmul({args})\n}}\n"
 
 
+def _scalar(op: str, n: int, dt: str = "f32") -> str:
+    """``op`` of whole vectors into a scalar (rank 0): a sum, a maximum, a dot product."""
+    params, args = (
+        (f"x: {dt}[{n}], b: {dt}[{n}]", "x, b") if op == "matmul" else (f"x: {dt}[{n}]", "x")
+    )
+    return f"func f({params}) -> y: f32[] {{\n    y = {op}({args})\n}}\n"
+
+
+def _with_scalar(op: str, n: int) -> str:
+    """``op`` of a vector and a scalar broadcast along it."""
+    return f"func f(x: f32[{n}], s: f32[]) -> y: f32[{n}] {{\n    y = {op}(x, s)\n}}\n"
+
+
+def _of_scalars(op: str) -> str:
+    args = "a" if op in ("relu", "exp") else "a, b"
+    return f"func f(a: f32[], b: f32[]) -> y: f32[] {{\n    y = {op}({args})\n}}\n"
+
+
 SINGLE_OPS = {
     **{f"{op}-{shape}": _binary(op, 2, n, False) for op in ("add", "sub", "mul", "div", "max")
        for shape, n in (("16", 16), ("tail", 11))},
@@ -65,6 +84,15 @@ SINGLE_OPS = {
         f"func f(w: f32[24, 40] {layout}, x: f32[40]) -> y: f32[24] {{\n"
         "    y = matmul(w, x)\n}\n"
     ) for layout in ("col_major", "packed_cols(8)", "packed_rows(8)", "packed_rows(4)")},
+    # Rank 0: whole vectors into a scalar (one past the kernels' 32-element blocks, one in
+    # their 8-element steps and tail, one below a vector), scalars, a scalar broadcast.
+    **{f"{op}-to-scalar-{n}": _scalar(op, n) for op in ("sum", "max", "matmul")
+       for n in (77, 13, 5)},
+    **{f"dot-bf16-{n}": _scalar("matmul", n, "bf16") for n in (40, 9)},
+    **{f"{op}-scalars": _of_scalars(op)
+       for op in ("add", "sub", "mul", "div", "max", "relu", "exp")},
+    **{f"{op}-scalar-broadcast-{n}": _with_scalar(op, n) for op in ("add", "sub", "mul", "div")
+       for n in (16, 11)},
     "sum": _reduce("sum", 3, 40),
     "max": _reduce("max", 3, 40),
     "softmax": _unary("softmax", 3, 32),
@@ -109,6 +137,17 @@ GRAPHS = {
         "func g(x: f32[12], w1: f32[12, 20], w2: f32[9, 20]) -> y: f32[9] {\n"
         "    h = relu(matmul(x, w1))\n    y = matmul(w2, h)\n}\n"
     ),
+    # Scalars in a graph: a vector's softmax through its maximum and sum (rank 0), each
+    # broadcast back along the vector.
+    "softmax-of-a-vector": (
+        "func g(x: f32[21]) -> y: f32[21] {\n    m = max(x)\n    e = exp(sub(x, m))\n"
+        "    y = div(e, sum(e))\n}\n"
+    ),
+    "dot-of-products": (
+        "func g(w: f32[9, 20], x: f32[20], v: f32[9]) -> y: f32[] {\n"
+        "    y = relu(matmul(v, matmul(w, x)))\n}\n"
+    ),
+    "sum-of-row-sums": "func g(a: f32[6, 10]) -> y: f32[] {\n    y = sum(sum(a))\n}\n",
     "exp-of-sum": (
         "func g(a: f32[2, 8], b: f32[2, 8]) -> y: f32[2] {\n    y = sum(exp(sub(a, b)))\n}\n"
     ),
