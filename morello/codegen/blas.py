@@ -6,8 +6,8 @@ two rank-2 inputs, a rank-2 output, and a body that is one sum over one index of
 of the two inputs, each input indexed by that reduction index and one output index. The
 layouts then give each buffer's strides, and with them the transposes and leading dimensions
 of a row-major ``gemm`` call (or ``gemv`` where one output extent is 1). A product of a
-matrix and a vector (one rank-1 input, a rank-1 output) is a ``gemv`` call alone. Knows no op
-by name.
+matrix and a vector (one rank-1 input, a rank-1 output) is a ``gemv`` call alone, and a product
+of two vectors summed into a scalar (a rank-0 output) a ``dot`` call. Knows no op by name.
 """
 
 from __future__ import annotations
@@ -69,7 +69,21 @@ class GemvCall:
     routine = "gemv"
 
 
-BlasCall = GemmCall | GemvCall
+@attrs.frozen
+class DotCall:
+    """``out = x . y``: the dot product of two vectors of ``n`` elements, a scalar."""
+
+    x: Operand
+    y: Operand
+    out: Operand
+    n: int
+    incx: int
+    incy: int
+
+    routine = "dot"
+
+
+BlasCall = GemmCall | GemvCall | DotCall
 
 
 def _sum_of_a_product(opdef: OpDef, out_rank: int) -> tuple[str, Access, Access] | None:
@@ -136,6 +150,20 @@ def matvec_structure(opdef: OpDef) -> tuple[int, int, str, str] | None:
     return matrix, vector, i, k
 
 
+def dot_structure(opdef: OpDef) -> str | None:
+    """``k`` if ``opdef`` is ``out[] = sum(k) x[k] * y[k]`` (a dot product); None otherwise."""
+    found = _sum_of_a_product(opdef, 0)
+    if found is None:
+        return None
+    k, lhs, rhs = found
+    declared = sorted(acc.tensor for acc in opdef.inputs)
+    if sorted((lhs.tensor, rhs.tensor)) != declared or len(set(declared)) != 2:
+        return None
+    if any(acc.indices != (k,) for acc in (*opdef.inputs, lhs, rhs)):
+        return None
+    return k
+
+
 def strides(ts: TensorSpec) -> tuple[int | None, ...] | None:
     """Element stride of each dimension (None for extent 1), or None if not strided."""
     if not ts.layout.is_strided():
@@ -173,7 +201,7 @@ def blas_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
         return []
     found = matmul_structure(opdef)
     if found is None:
-        return _matvec_calls(opdef, spec)
+        return _matvec_calls(opdef, spec) or _dot_calls(opdef, spec)
     i, _, k = found
     sizes = opdef.sizes([t.shape for t in spec.operands])
     assert isinstance(sizes, dict)
@@ -235,6 +263,15 @@ def _matvec_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
     incy = _step(_view(spec.operands[out])[0])
     return [GemvCall(Operand(matrix), Operand(vector), Operand(out), trans, rows, cols, lda,
                      incx, incy)]  # fmt: skip
+
+
+def _dot_calls(opdef: OpDef, spec: Spec) -> list[BlasCall]:
+    """The ``dot`` call of a dot product of two vectors (``dot_structure``), or none."""
+    if dot_structure(opdef) is None:
+        return []
+    x, y = spec.operands[0], spec.operands[1]
+    incx, incy = _step(_view(x)[0]), _step(_view(y)[0])
+    return [DotCall(Operand(0), Operand(1), Operand(2), x.shape[0], incx, incy)]
 
 
 def blas_layout(ts: TensorSpec) -> Layout:

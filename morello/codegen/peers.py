@@ -10,9 +10,9 @@ it on request, with the same C loop, batching and 64-byte-aligned buffers as the
 function (``timing.py``; ``PeerChild`` is the protocol): ``bench`` takes one batch of the
 generated function and one of every peer routine in each round, so that the machine's
 changes of speed during the run fall on all of them alike. Each peer keeps the faster of
-its routines (gemm, or gemv where an output extent is 1) and says which one ran and what
-the library reports of itself (OpenBLAS's kernel family and threads, MKL's instruction set
-and threads from its verbose log).
+its routines (gemm, or gemv where an output extent is 1; dot for two vectors) and says which
+one ran and what the library reports of itself (OpenBLAS's kernel family and threads, MKL's
+instruction set and threads from its verbose log).
 
 Inputs are the bytes the generated code reads where the layout is a strided matrix, and a
 row-major copy of the same values otherwise (packed layouts). A dtype with a BLAS routine of
@@ -46,6 +46,7 @@ from morello.codegen.blas import (
     ROW_MAJOR,
     TRANS,
     BlasCall,
+    DotCall,
     GemmCall,
     Operand,
     blas_calls,
@@ -71,6 +72,8 @@ _ROUTINES: dict[tuple[str, str], tuple[str, str | dict[str, str]]] = {
     ("gemm", "bf16"): ("float", {"openblas": "cblas_sbgemm", "mkl": "cblas_gemm_bf16bf16f32"}),
     ("gemv", "f32"): ("float", "cblas_sgemv"),
     ("gemv", "f64"): ("double", "cblas_dgemv"),
+    ("dot", "f32"): ("float", "cblas_sdot"),
+    ("dot", "f64"): ("double", "cblas_ddot"),
 }
 #: The output element type of the routines over each input element type.
 _OUTPUT = {"f32": "f32", "f64": "f64", "bf16": "f32"}
@@ -191,6 +194,18 @@ def harness_source() -> str:
                     f"f({ROW_MAJOR}, ta, tb, ({it})m, ({it})n, ({it})k, 1, a, ({it})lda, "
                     f"b, ({it})ldb, 0, c, ({it})ldc);"
                 )
+            elif routine == "dot":
+                # The dot product returns its scalar; the loop stores it as the output.
+                sig = f"{it}, const void *, {it}, const void *, {it}"
+                params = [
+                    "void (*fn)(void)", "int64_t n", "const void *x", "int64_t incx",
+                    "const void *y", "int64_t incy", "void *out",
+                ]  # fmt: skip
+                call = f"*({scalar} *)out = f(({it})n, x, ({it})incx, y, ({it})incy);"
+                parts.append(f"typedef {scalar} (*time_{routine}_{dt}_i{bits}_fn)({sig});\n")
+                name = f"time_{routine}_{dt}_i{bits}"
+                parts.append(timed_loop(name, params, [f"{name}_fn f = ({name}_fn)fn;", call]))
+                continue
             else:
                 sig = (
                     f"int, int, {it}, {it}, {scalar}, const void *, {it}, const void *, "
@@ -405,6 +420,8 @@ def _call_json(call: BlasCall, dt: str) -> dict[str, Any]:
             trans(call.trans_a), trans(call.trans_b), n(call.m), n(call.n), n(call.k),
             buf(call.a), n(call.lda), buf(call.b), n(call.ldb), buf(call.c), n(call.ldc),
         ]  # fmt: skip
+    elif isinstance(call, DotCall):
+        args = [n(call.n), buf(call.x), n(call.incx), buf(call.y), n(call.incy), buf(call.out)]
     else:
         args = [
             trans(call.trans), n(call.rows), n(call.cols), buf(call.a), n(call.lda),

@@ -4,8 +4,8 @@
   order, index letters or output orientation, and for every row/col-major layout of every
   operand; the BLAS call derived for it is run by the peer child, which checks its output
   against NumPy (a wrong transpose or leading dimension fails there). A product of a
-  matrix and a vector (either order, the matrix in either layout) is a gemv call. Ops that
-  are not a plain product get no BLAS peer.
+  matrix and a vector (either order, the matrix in either layout) is a gemv call, and one of
+  two vectors into a scalar a dot call. Ops that are not a plain product get no BLAS peer.
 * Timing: a peer of 128^3 is within 2x of the same library's sgemm called from an
   independent C loop (``blas_direct.c``), and ``bench --json`` on matmul_64 reports an
   OpenBLAS time within 15% of that loop in the same run, next to the array peers
@@ -31,9 +31,11 @@ import attrs
 import pytest
 
 from morello.codegen.blas import (
+    DotCall,
     GemmCall,
     GemvCall,
     blas_calls,
+    dot_structure,
     matmul_structure,
     matvec_structure,
 )
@@ -61,6 +63,8 @@ op ew(a[i, j], b[i, j]) -> c[i, j] = a[i, j] * b[i, j]
 op inner(a[i, k], b[i, k]) -> c[i, j] = sum(k) a[i, k] * b[j, k] * b[i, k]
 op mv_t(v[k], a[n, k]) -> c[n] = sum(k) a[n, k] * v[k]
 op rowsum_scaled(a[m, k], v[k]) -> c[m] = sum(k) a[m, k] * a[m, k]
+op dot_letters(u[q], v[q]) -> s[] = sum(q) v[q] * u[q]
+op square_sum(u[q], v[q]) -> s[] = sum(q) u[q] * u[q]
 """
 
 # (op, input shapes from m=3, k=5, n=7; output shape)
@@ -208,11 +212,42 @@ def test_vector_products_have_a_gemv_peer(
     assert "cblas_sgemv" in peer.routine
 
 
+def test_dot_structure_reads_index_notation_not_names(
+    ctx: SynthesisContext, ops_ctx: SynthesisContext
+) -> None:
+    ops = ops_ctx.ruleset.ops
+    assert dot_structure(ctx.ruleset.ops["matmul/1.1.0"]) == "k"
+    assert dot_structure(ops["dot_letters"]) == "q"
+    for name in ("square_sum", "matmul", "mv_t", "sum"):
+        assert dot_structure(ops[name]) is None, name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x: f32[100], w: f32[100]) -> y: f32[] {\n    y = matmul(x, w)",
+        "x: f32[37], w: f32[37]) -> y: f32[] {\n    y = dot_letters(x, w)",
+    ],
+    ids=["matmul", "dot_letters"],
+)
+def test_a_dot_product_has_a_dot_peer(text: str, ops_ctx: SynthesisContext, tmp_path: Path) -> None:
+    ctx = _only_openblas(ops_ctx)
+    program = _program(ctx, "func f(" + text + "\n}\n")
+    (call,) = blas_calls(ctx.ruleset.ops[program.spec.op], program.spec)
+    assert isinstance(call, DotCall)
+    assert (call.n, call.incx, call.incy) == (program.spec.operands[0].shape[0], 1, 1)
+    (peer,) = _peers(program, ctx, tmp_path)  # the child checks the output against NumPy
+    assert isinstance(peer, PeerTiming), peer
+    assert "cblas_sdot" in peer.routine
+
+
 def test_no_blas_peer_for_other_ops(ops_ctx: SynthesisContext, tmp_path: Path) -> None:
     for text in (
         "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4, 4] {\n    c = ew(a, b)\n}\n",
         "func f(a: f32[4, 4], b: f32[4, 4]) -> c: f32[4, 4] {\n    c = scaled(a, b)\n}\n",
         "func f(a: f32[4, 4]) -> c: f32[4, 4] {\n    c = move(a)\n}\n",
+        "func f(a: f32[8], b: f32[8]) -> c: f32[] {\n    c = square_sum(a, b)\n}\n",
+        "func f(a: f32[8]) -> c: f32[] {\n    c = sum(a)\n}\n",
     ):
         program = _program(ops_ctx, text)
         assert blas_calls(ops_ctx.ruleset.ops[program.spec.op], program.spec) == []
