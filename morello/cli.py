@@ -357,9 +357,13 @@ def _synthesize_file(
         table.close()
     for func, (program, impl, _) in zip(spec_file.funcs, solved, strict=True):
         if not program.spec.serial and impl.threads() == 1:
+            why = (
+                "its result has one element, and a parallel loop splits the result, not a reduction"
+                if program.spec.operands[-1].volume == 1
+                else "no parallel loop is cheaper than the serial code at this size"
+            )
             print(
-                f"{func.loc}: warning: parallel func {func.name} runs on one thread: no "
-                f"parallel loop is cheaper than the serial code at this size",
+                f"{func.loc}: warning: parallel func {func.name} runs on one thread: {why}",
                 file=sys.stderr,
             )
     return ctx, solved

@@ -253,6 +253,8 @@ class _Builder:
             self.features.add("elementwise-of-vectors")
         if kind == "contraction" and len(vars_) == 1:
             self.features.add("product-with-a-vector")
+        if not vars_:
+            self.features.add("scalar")
         self.features.add(f"op:{opdef.name}")
         sizes = dict(zip(opdef.output.indices, vars_, strict=True))
         node = _App(key, opdef, vars_)
@@ -361,7 +363,8 @@ def _draw_tree(b: _Builder) -> _App:
     o = b.options
     weights = [7, 5, 4, 3, 1, *([1] * o.max_ops)][: o.max_ops]
     n_ops = _weighted(b.rng, range(1, o.max_ops + 1), weights)
-    rank = 1 if b.rng.random() < 0.2 else 2
+    r = b.rng.random()
+    rank = 0 if r < 0.08 else 1 if r < 0.25 else 2
     root = b.app(tuple(b.new_var() for _ in range(rank)), n_ops, root_alone=n_ops == 1)
     own = _contractions_with_own_params(b)
     if own and b.narrow and b.rng.random() < o.narrow_share:
@@ -531,7 +534,8 @@ def _bad_shape(b: _Builder, root: _App, name: str) -> FuzzCase | None:
     roots = [b.find(p.vars[d]) for p, d in positions]
     roots += [b.find(v) for v in root.vars]
     shared = [pd for pd, r in zip(positions, roots, strict=False) if roots.count(r) >= 2]
-    if root.opdef.inputs and (not shared or b.rng.random() < 0.5):
+    # (a scalar result has no dim to change)
+    if root.opdef.inputs and root.vars and (not shared or b.rng.random() < 0.5):
         d = b.rng.randrange(len(root.vars))
         vars_ = list(root.vars)
         vars_[d] = b.new_var(_other_extent(b, b.extent[root.vars[d]]))

@@ -88,6 +88,20 @@ def test_parallel_func_that_stays_serial_says_so(
     assert "#pragma omp" not in out
 
 
+def test_parallel_func_of_a_scalar_says_why_it_stays_serial(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target_name: str
+) -> None:
+    text = "parallel func f(x: f32[65536]) -> y: f32[] {\n    y = sum(x)\n}\n"
+    path = _spec(tmp_path, text)
+    code, err, out = _run(capsys, "--target", target_name, "--no-db", "--threads", "2", path)
+    assert code == 0
+    assert err == [
+        f"{path}:1:1: warning: parallel func f runs on one thread: its result has one element, "
+        "and a parallel loop splits the result, not a reduction"
+    ]
+    assert "#pragma omp" not in out
+
+
 @pytest.mark.target("zen1")
 @pytest.mark.runs_code
 def test_parallel_func_runs_on_threads_and_checks(
