@@ -180,6 +180,7 @@ def harness_source() -> str:
     for (routine, dt), (scalar, _) in _ROUTINES.items():
         for bits in (32, 64):
             it = f"int{bits}_t"
+            returns = "void"
             if routine == "gemm":
                 sig = (
                     f"int, int, int, {it}, {it}, {it}, {scalar}, const void *, {it}, "
@@ -202,10 +203,7 @@ def harness_source() -> str:
                     "const void *y", "int64_t incy", "void *out",
                 ]  # fmt: skip
                 call = f"*({scalar} *)out = f(({it})n, x, ({it})incx, y, ({it})incy);"
-                parts.append(f"typedef {scalar} (*time_{routine}_{dt}_i{bits}_fn)({sig});\n")
-                name = f"time_{routine}_{dt}_i{bits}"
-                parts.append(timed_loop(name, params, [f"{name}_fn f = ({name}_fn)fn;", call]))
-                continue
+                returns = scalar
             else:
                 sig = (
                     f"int, int, {it}, {it}, {scalar}, const void *, {it}, const void *, "
@@ -221,7 +219,7 @@ def harness_source() -> str:
                     f"({it})incx, 0, y, ({it})incy);"
                 )
             name = f"time_{routine}_{dt}_i{bits}"
-            parts.append(f"typedef void (*{name}_fn)({sig});\n")
+            parts.append(f"typedef {returns} (*{name}_fn)({sig});\n")
             parts.append(timed_loop(name, params, [f"{name}_fn f = ({name}_fn)fn;", call]))
     return "\n".join(parts)
 
