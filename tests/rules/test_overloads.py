@@ -68,8 +68,9 @@ def test_a_decomposition_applies_to_every_overload_it_fits(tmp_path: Path) -> No
     extra.write_text("rewrite add_acc: add(a, b) -> c => { c = zero(); c += add(a, b) }\n")
     ctx = make_context("zen1", extra_rules=[extra])
     rules = [r for r in ctx.ruleset.rules if getattr(r, "name", "") == "add_acc"]
-    # Matrices, the broadcast row, vectors, scalars, and a scalar broadcast along a vector.
-    want = ["add", "add/0.0.0", "add/1.0.1", "add/1.1.1", "add/2.1.2"]
+    # Matrices, the broadcast row, vectors, scalars, and a scalar broadcast over a vector or
+    # a matrix.
+    want = ["add", "add/0.0.0", "add/1.0.1", "add/1.1.1", "add/2.0.2", "add/2.1.2"]
     assert sorted(r.op for r in rules) == want  # type: ignore[union-attr]
 
 

@@ -1,8 +1,8 @@
 """Every op of the core rule set, alone and in graphs, synthesized, compiled and compared with
 NumPy: elementwise ops (with a broadcast row), reductions along a row, softmax through its
 decomposition, scalars (rank 0: a vector's sum, maximum or dot product, elementwise ops of
-scalars, a scalar broadcast along a vector), and the graphs of the examples at small shapes
-(a dense layer with bias and ReLU, two layers of an MLP, an attention head).
+scalars, a scalar broadcast over a vector or a matrix), and the graphs of the examples at
+small shapes (a dense layer with bias and ReLU, two layers of an MLP, an attention head).
 
 Shapes are small so the search stays quick, with extents that are not multiples of the
 vector width (tails) as well as ones that are. ``check`` raises on a mismatch.
@@ -62,6 +62,12 @@ def _with_scalar(op: str, n: int) -> str:
     return f"func f(x: f32[{n}], s: f32[]) -> y: f32[{n}] {{\n    y = {op}(x, s)\n}}\n"
 
 
+def _matrix_with_scalar(op: str, m: int, n: int) -> str:
+    """``op`` of a matrix and a scalar broadcast over it."""
+    params = f"x: f32[{m}, {n}], s: f32[]"
+    return f"func f({params}) -> y: f32[{m}, {n}] {{\n    y = {op}(x, s)\n}}\n"
+
+
 def _of_scalars(op: str) -> str:
     args = "a" if op in ("relu", "exp") else "a, b"
     return f"func f(a: f32[], b: f32[]) -> y: f32[] {{\n    y = {op}({args})\n}}\n"
@@ -93,6 +99,8 @@ SINGLE_OPS = {
        for op in ("add", "sub", "mul", "div", "max", "relu", "exp")},
     **{f"{op}-scalar-broadcast-{n}": _with_scalar(op, n) for op in ("add", "sub", "mul", "div")
        for n in (16, 11)},
+    **{f"{op}-matrix-scalar-{m}x{n}": _matrix_with_scalar(op, m, n)
+       for op in ("add", "sub", "mul", "div") for m, n in ((2, 16), (3, 13))},
     "sum": _reduce("sum", 3, 40),
     "max": _reduce("max", 3, 40),
     "softmax": _unary("softmax", 3, 32),
@@ -148,6 +156,9 @@ GRAPHS = {
         "    y = relu(matmul(v, matmul(w, x)))\n}\n"
     ),
     "sum-of-row-sums": "func g(a: f32[6, 10]) -> y: f32[] {\n    y = sum(sum(a))\n}\n",
+    "matrix-over-its-total": (
+        "func g(a: f32[5, 12]) -> y: f32[5, 12] {\n    y = div(a, sum(sum(a)))\n}\n"
+    ),
     "exp-of-sum": (
         "func g(a: f32[2, 8], b: f32[2, 8]) -> y: f32[2] {\n    y = sum(exp(sub(a, b)))\n}\n"
     ),
