@@ -21,9 +21,8 @@ from morello.spec import TensorSpec
 
 def buffer_offsets(ts: TensorSpec) -> np.ndarray:
     """For each logical index of ``ts`` (C order), its offset in the buffer."""
-    if not ts.shape:
-        return np.zeros((), dtype=np.int64)
-    idx = np.indices(ts.shape).reshape(len(ts.shape), -1)
+    # (a scalar, rank 0, has one index: no coordinates, offset 0)
+    idx = np.indices(ts.shape).reshape(len(ts.shape), ts.volume)
     off = np.zeros(idx.shape[1], dtype=np.int64)
     for coord_dim, div, mod, stride in ts.layout.offset_terms(ts.shape, list(range(len(ts.shape)))):
         v = idx[int(coord_dim)] // div  # type: ignore[call-overload]
