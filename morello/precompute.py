@@ -35,10 +35,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import itertools
 import math
 import os
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -313,6 +315,37 @@ def precompute(
     )
 
 
+def local_cluster(workers: int, attempts: int = 3) -> Any:
+    """A ``distributed.LocalCluster`` of ``workers`` one-thread processes, started quietly.
+
+    Dask gives its event loop ten seconds to start and fails with a bare ``AssertionError``
+    past that, which a loaded machine can exceed; this tries ``attempts`` times, then says so
+    in one line. A cluster that failed to start is collected with its "unclosed cluster"
+    warning silenced: it never ran, and the warning would surface later, in unrelated code.
+    """
+    import distributed
+
+    failure = ""
+    for _ in range(attempts):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            try:
+                return distributed.LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=50,
+                )
+            except (AssertionError, OSError, TimeoutError) as exc:
+                failure = str(exc) or type(exc).__name__
+            gc.collect()
+    raise MemoTableError(
+        f"could not start a local Dask cluster of {workers} worker(s) in {attempts} attempts"
+        f" ({failure}); the machine may be overloaded, or pass --scheduler"
+    )
+
+
 def _run_stages(
     ctx: SynthesisContext,
     table: Any,
@@ -338,15 +371,7 @@ def _run_stages(
     with contextlib.ExitStack() as stack:
         if scheduler is None:
             n = workers or os.cpu_count() or 1
-            cluster = stack.enter_context(
-                distributed.LocalCluster(
-                    n_workers=n,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=50,
-                )
-            )
+            cluster = stack.enter_context(local_cluster(n))
             client = stack.enter_context(distributed.Client(cluster))
         else:
             try:

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from morello.cli import main
 from morello.context import make_context
 from morello.db.sqlite import file_stats
-from morello.precompute import exclusive, root_goals, size_lattice
+from morello.precompute import exclusive, local_cluster, root_goals, size_lattice
 
 pytest.importorskip("distributed")
 
@@ -167,12 +168,8 @@ def test_a_killed_precompute_leaves_a_table_that_answers_and_resumes(tmp_path: P
 def test_precompute_runs_on_an_existing_cluster(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import distributed
-
     db = tmp_path / "memo.sqlite3"
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, dashboard_address=None, silence_logs=50
-    ) as cluster:
+    with local_cluster(1) as cluster:
         argv = ["precompute", "-t", "zen1", "--op", "matmul", "--up-to", "2", "--db", str(db)]
         code = main([*argv, "--scheduler", cluster.scheduler_address, "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -190,3 +187,26 @@ def test_an_unreachable_scheduler_is_a_one_line_error(
     assert code == 2
     assert err.startswith("morello: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_cluster_that_will_not_start_is_retried_then_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import distributed
+
+    from morello.errors import MemoTableError
+
+    class Stuck:  # what Dask leaves when its event loop misses its ten seconds
+        tries = 0
+
+        def __init__(self, **kwargs: object) -> None:
+            Stuck.tries += 1
+            raise AssertionError
+
+        def __del__(self) -> None:
+            warnings.warn("unclosed cluster", ResourceWarning, stacklevel=1)
+
+    monkeypatch.setattr(distributed, "LocalCluster", Stuck)
+    with pytest.raises(MemoTableError, match=r"could not start a local Dask cluster of 2 worker"):
+        local_cluster(2)
+    assert Stuck.tries == 3
