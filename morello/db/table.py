@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import attrs
 
 from morello.db.boxes import Box, BoxTable, Value, by_corners
-from morello.db.coords import Key, Point, limit_coord, spec_to_coords
-from morello.spec import Spec, snap_down
+from morello.db.coords import Key, Point, limit_coord, limit_from_coord, spec_to_coords
+from morello.spec import NO_CEILING, Spec, snap_down
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
@@ -227,6 +227,12 @@ class MemoTable:
 
     def get(self, spec: Spec) -> Decided | object | None:
         """The stored decision of ``spec``, None if it has no implementation, or ``MISSING``."""
+        return self.get_reach(spec)[0]
+
+    def get_reach(self, spec: Spec) -> tuple[Decided | object | None, tuple[int, ...] | None]:
+        """``get``, and how far up the limits the stored answer holds: the ceiling ``put``
+        stored with it, rounded down to a power of two (``NO_CEILING`` where it reaches the
+        target's top limit, which no Spec's limit exceeds); None when nothing is stored."""
         key, point = spec_to_coords(spec, self.ctx)
         box = self.table(key).lookup(point)
         if box is None and key in self._stale:
@@ -235,10 +241,15 @@ class MemoTable:
             box = self.table(key).lookup(point)
         if box is None:
             self._missed[spec] = (key, point)
-            return MISSING
+            return MISSING, None
+        nsize = len(point) - len(self._top)
+        reach = tuple(
+            NO_CEILING if c >= limit_coord(t) else limit_from_coord(c)
+            for c, t in zip(box.hi[nsize:], self._top, strict=True)
+        )
         if box.value is None:
-            return None
-        return Decided(box.value)
+            return None, reach
+        return Decided(box.value), reach
 
     def flush(self, *, whole: bool = False) -> None:
         """Persist what changed (a no-op without a store or without changes).

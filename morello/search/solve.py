@@ -181,10 +181,15 @@ class _Walk:
             return MISSING
         if isinstance(self.memo, dict):
             return self.memo.get(spec, MISSING)
+        got, reach = self.memo.get_reach(spec)
+        if reach is not None:
+            # How far up the limits the stored answer holds, so a parent's range is as wide
+            # as it is when the walk solves the Spec itself (without it, a resumed run met
+            # fewer Specs in ranges it had found and solved more than a cold one).
+            self.ceilings[spec] = reach
         known = self.memo.solutions.get(spec, MISSING)
         if known is not MISSING:
             return known
-        got = self.memo.get(spec)
         if isinstance(got, Decided):
             got = self._resolve(spec, got.decision)
             if isinstance(got, Solution):

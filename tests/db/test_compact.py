@@ -229,12 +229,19 @@ def test_a_killed_synthesis_keeps_what_it_solved_and_resuming_finishes(
         [sys.executable, "-c", _SYNTHESIZE, str(db), text], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline() == "start\n"
-    time.sleep(4)
+    deadline = time.monotonic() + 120  # a time, not a count: a loaded machine is slow
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        try:
+            if file_stats(db)["solved"] > 100:  # saved every half second
+                break
+        except Exception:  # the file may not exist yet, or be mid-write
+            continue
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
     kept = file_stats(db)
-    assert kept["solved"] > 100, kept  # saved every half second until the kill
+    assert kept["solved"] > 100, kept
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     spec = _spec(ctx, 64, 64, 64)
@@ -376,3 +383,59 @@ def test_a_damaged_batch_of_shared_solutions_is_a_clear_error(
         reader.refresh("here")
     for table in (reader, writer):
         table.close()
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_resumed_run_solves_only_what_the_table_lacks(
+    tmp_path: Path, ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped after its first ``kept`` Specs, resumed, solves at most the rest: a
+    stored answer tells the walk how far up the limits it holds, as solving it would have
+    (without that, a resumed run solved more Specs than a cold one)."""
+    from morello.db.table import MemoTable
+
+    spec = _spec(ctx, 16, 16, 16)
+    _impl, cold = synthesize(spec, ctx, None)
+    kept = 100
+    put = MemoTable.put
+
+    def put_then_stop(self: MemoTable, *args: object, **kwargs: object) -> None:
+        if self.puts >= kept:
+            raise _Stop
+        put(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    db = tmp_path / "memo.sqlite3"
+    table = open_table(db, ctx)
+    monkeypatch.setattr(MemoTable, "put", put_then_stop)
+    with pytest.raises(_Stop):
+        synthesize(spec, ctx, table)
+    monkeypatch.setattr(MemoTable, "put", put)
+    table.close()
+    table = open_table(db, ctx)
+    _impl, resumed = synthesize(spec, ctx, table)
+    table.close()
+    assert resumed.specs_visited <= cold.specs_visited - kept
+
+
+def test_a_stored_answer_reaches_its_ceiling(ctx: SynthesisContext, tmp_path: Path) -> None:
+    import attrs
+
+    from morello.spec import NO_CEILING
+
+    table = open_table(tmp_path / "memo.sqlite3", ctx)
+    top = ctx.target.max_limits()
+    spec = _spec(ctx, 4, 4, 4)
+    assert spec.limits == top
+    assert table.get_reach(spec) == (MISSING, None)
+    # At the top limits, the answer holds under any limit a Spec can have.
+    synthesize(spec, ctx, table)
+    got, reach = table.get_reach(spec)
+    assert isinstance(got, Decided) and reach == (NO_CEILING,) * len(top)
+    # Lower down, it holds up to the ceiling it was stored with (a power of two per level).
+    low = attrs.evolve(_spec(ctx, 4, 4, 8), limits=tuple(t // 8 for t in top))
+    table.put(low, None, tuple(t // 2 for t in top))
+    assert table.get_reach(low) == (None, tuple(t // 2 for t in top))
+    table.close()
