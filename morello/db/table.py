@@ -162,7 +162,8 @@ class MemoTable:
         # Solutions this process found or resolved, with their actions, costs and peaks:
         # resolving a stored decision walks its subtree, so it is done once per process.
         # Those another process found (``refresh``) are Stored: decision, cost and peaks.
-        self.solutions: dict[Spec, Solution | Stored | None] = {}
+        # Each with how far up the limits it holds (``get_reach``; None: not known).
+        self.solutions: dict[Spec, tuple[Solution | Stored | None, tuple[int, ...] | None]] = {}
         self._unsaved: dict[Spec, Any] = {}  # solved since the last flush, for the counters
         # Coordinates of the Specs that ``get`` missed, which the search then solves and
         # ``put``s: worked out once for both (a cache, emptied at each flush).
@@ -203,7 +204,7 @@ class MemoTable:
         table = self.table(key)
         self.puts += 1
         self._dirty.add(key)
-        self.solutions[spec] = solution
+        self.solutions[spec] = (solution, spec.limits if ceiling is None else ceiling)
         if solution is None:
             table.insert((*point[:nsize], *(0 for _ in point[nsize:])), point, None)
             self._unsaved[spec] = None
@@ -344,7 +345,7 @@ class MemoTable:
                     _take_in(table, rows)
             for spec, got in solutions.items():
                 if spec not in self.solutions:
-                    self.solutions[spec] = None if got is None else Stored(*got)
+                    self.solutions[spec] = (None if got is None else Stored(*got), None)
         return len(changed)
 
     def release(self) -> None:

@@ -23,6 +23,7 @@ larger limits), and most of those answers are the same.
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -108,10 +109,14 @@ def _lower(ceiling: list[int], spec: Spec, child: Spec, below: tuple[int, ...] |
     if below is None:
         ceiling[:] = limits
         return True
+    if all(map(operator.ge, below, ceiling)):
+        return False  # nothing lowers it (the caller asks only while it is above the limits)
     bound = True
-    for j, (c, mine, theirs) in enumerate(zip(below, limits, child.limits, strict=True)):
+    theirs = child.limits
+    for j, c in enumerate(below):
+        mine = limits[j]
         if c < ceiling[j]:
-            if theirs == mine:
+            if theirs[j] == mine:
                 ceiling[j] = c
             elif c != NO_CEILING:
                 ceiling[j] = mine
@@ -181,19 +186,22 @@ class _Walk:
             return MISSING
         if isinstance(self.memo, dict):
             return self.memo.get(spec, MISSING)
-        got, reach = self.memo.get_reach(spec)
+        # How far up the limits a stored answer holds, so a parent's range is as wide as
+        # when the walk solves the Spec itself (without it, a resumed run met fewer Specs in
+        # ranges it had found, and solved more than a cold one).
+        # (Unknown for another process's answer, which is not looked up for it: that would
+        # read the table's key from the file, which its answer is passed on to spare.)
+        known = self.memo.solutions.get(spec)
+        if known is not None:
+            got, reach = known
+        else:
+            got, reach = self.memo.get_reach(spec)
+            if isinstance(got, Decided):
+                got = self._resolve(spec, got.decision)
+                if isinstance(got, Solution):
+                    self.memo.solutions[spec] = (got, reach)
         if reach is not None:
-            # How far up the limits the stored answer holds, so a parent's range is as wide
-            # as it is when the walk solves the Spec itself (without it, a resumed run met
-            # fewer Specs in ranges it had found and solved more than a cold one).
             self.ceilings[spec] = reach
-        known = self.memo.solutions.get(spec, MISSING)
-        if known is not MISSING:
-            return known
-        if isinstance(got, Decided):
-            got = self._resolve(spec, got.decision)
-            if isinstance(got, Solution):
-                self.memo.solutions[spec] = got
         return got
 
     def _resolve(self, spec: Spec, decision: tuple[Any, ...]) -> Solution | object:

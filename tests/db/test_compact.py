@@ -329,7 +329,8 @@ def test_a_worker_takes_in_the_solutions_another_worker_sent_with_their_costs(
     one.refresh("one")
     assert len(one.solutions) == known  # its own, not sent back
     two.refresh("two")
-    got = two.solutions[spec]
+    got, reach = two.solutions[spec]
+    assert reach is None  # not passed on
     assert isinstance(got, Stored) and (got.cost, got.peaks) == (impl.cost, impl.peaks)
     assert len(two.solutions) == solved
     again, stats = synthesize(spec, ctx, two)
