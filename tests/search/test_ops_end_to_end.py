@@ -95,8 +95,9 @@ SINGLE_OPS = {
     **{f"{op}-to-scalar-{n}": _scalar(op, n) for op in ("sum", "max", "matmul")
        for n in (77, 13, 5)},
     **{f"dot-bf16-{n}": _scalar("matmul", n, "bf16") for n in (40, 9)},
-    **{f"sum-bf16-{n}": _scalar("sum", n, "bf16") for n in (77, 9)},
-    "row-sums-bf16": "func f(x: bf16[3, 40]) -> y: f32[3] {\n    y = sum(x)\n}\n",
+    **{f"{op}-bf16-{n}": _scalar(op, n, "bf16") for op in ("sum", "max") for n in (77, 9)},
+    **{f"row-{op}-bf16": f"func f(x: bf16[3, 40]) -> y: f32[3] {{\n    y = {op}(x)\n}}\n"
+       for op in ("sum", "max")},
     **{f"{op}-scalars": _of_scalars(op)
        for op in ("add", "sub", "mul", "div", "max", "relu", "exp")},
     **{f"{op}-scalar-broadcast-{n}": _with_scalar(op, n) for op in ("add", "sub", "mul", "div")
