@@ -228,12 +228,27 @@ class MemoTable:
 
     def get(self, spec: Spec) -> Decided | object | None:
         """The stored decision of ``spec``, None if it has no implementation, or ``MISSING``."""
-        return self.get_reach(spec)[0]
+        box = self._box(spec)
+        if box is None:
+            return MISSING
+        return None if box.value is None else Decided(box.value)
 
     def get_reach(self, spec: Spec) -> tuple[Decided | object | None, tuple[int, ...] | None]:
         """``get``, and how far up the limits the stored answer holds: the ceiling ``put``
         stored with it, rounded down to a power of two (``NO_CEILING`` where it reaches the
         target's top limit, which no Spec's limit exceeds); None when nothing is stored."""
+        box = self._box(spec)
+        if box is None:
+            return MISSING, None
+        nsize = len(box.hi) - len(self._top)
+        reach = tuple(
+            NO_CEILING if c >= limit_coord(t) else limit_from_coord(c)
+            for c, t in zip(box.hi[nsize:], self._top, strict=True)
+        )
+        return (None if box.value is None else Decided(box.value)), reach
+
+    def _box(self, spec: Spec) -> Box | None:
+        """The box holding ``spec``'s point (None: nothing stored there)."""
         key, point = spec_to_coords(spec, self.ctx)
         box = self.table(key).lookup(point)
         if box is None and key in self._stale:
@@ -242,15 +257,7 @@ class MemoTable:
             box = self.table(key).lookup(point)
         if box is None:
             self._missed[spec] = (key, point)
-            return MISSING, None
-        nsize = len(point) - len(self._top)
-        reach = tuple(
-            NO_CEILING if c >= limit_coord(t) else limit_from_coord(c)
-            for c, t in zip(box.hi[nsize:], self._top, strict=True)
-        )
-        if box.value is None:
-            return None, reach
-        return Decided(box.value), reach
+        return box
 
     def flush(self, *, whole: bool = False) -> None:
         """Persist what changed (a no-op without a store or without changes).

@@ -7,12 +7,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from stored import wait_until_stored
 
 from morello.context import SynthesisContext, make_context
 from morello.db import sqlite as sqlite_store
@@ -229,14 +229,7 @@ def test_a_killed_synthesis_keeps_what_it_solved_and_resuming_finishes(
         [sys.executable, "-c", _SYNTHESIZE, str(db), text], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline() == "start\n"
-    deadline = time.monotonic() + 120  # a time, not a count: a loaded machine is slow
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.5)
-        try:
-            if file_stats(db)["solved"] > 100:  # saved every half second
-                break
-        except Exception:  # the file may not exist yet, or be mid-write
-            continue
+    wait_until_stored(db, 100, proc)  # saved every half second
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     proc.stdout.close()

@@ -9,11 +9,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
 import pytest
+from stored import wait_until_stored
 
 from morello.cli import main
 from morello.context import make_context
@@ -144,14 +144,7 @@ def test_a_killed_precompute_leaves_a_table_that_answers_and_resumes(tmp_path: P
     with subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     ) as proc:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # until some stages are stored
-            time.sleep(0.5)
-            try:
-                if file_stats(db)["solved"] > 2000:
-                    break
-            except Exception:
-                continue
+        wait_until_stored(db, 2000, proc)  # until some stages are stored
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     with sqlite3.connect(db) as conn:
