@@ -2,11 +2,11 @@
 
 ``random_case`` draws one function from a ``random.Random``: a single op application or a
 graph of several, over parameters of random shapes, layouts and (for the inputs of a
-contraction or a reduction that nothing else reads) a narrower dtype. The ops come from the
-rule set and are chosen by the *shape* of their index notation, not by name: a contraction
-(a reduced index shared by two inputs), an elementwise op, a broadcast (an input of lower
-rank), a reduction, a row-wise op (a reduction inside its expression), a copy, a fill (no
-inputs).
+contraction, a reduction or a row-wise op that nothing else reads) a narrower dtype. The ops
+come from the rule set and are chosen by the *shape* of their index notation, not by name: a
+contraction (a reduced index shared by two inputs), an elementwise op, a broadcast (an input
+of lower rank), a reduction, a row-wise op (a reduction inside its expression), a copy, a
+fill (no inputs).
 The function is built top-down from its result, so every shape agrees by construction: an
 op's output indices take the sizes wanted there, its other indices get fresh sizes, and each
 argument is a parameter, an earlier intermediate of the same shape, or another op
@@ -57,8 +57,8 @@ from morello.search.solve import Memo, synthesize
 
 T = TypeVar("T")
 
-#: The dtype of every generated result (and of every input but a narrow contraction's or
-#: reduction's; that op's own result, inside a graph, is computed in it too).
+#: The dtype of every generated result (and of every input but a narrow contraction's,
+#: reduction's or row-wise op's; that op's own result, inside a graph, is computed in it too).
 RESULT_DTYPE = "f32"
 #: The seed of the inputs ``--check`` compares on, and so the one the cases are drawn for.
 CHECK_SEED = 0
@@ -381,9 +381,10 @@ def _draw_tree(b: _Builder) -> _App:
 
 
 def _narrowable(b: _Builder) -> list[_App]:
-    """Contractions and reductions whose inputs are all parameters that nothing else reads:
-    those may take a narrower dtype (the product, sum or maximum accumulates into f32)
-    without another op seeing it."""
+    """Contractions, reductions and row-wise ops (softmax) whose inputs are all parameters
+    that nothing else reads: those may take a narrower dtype (the product, sum or maximum
+    accumulates into f32; softmax widens its row as it subtracts the row's maximum) without
+    another op seeing it."""
     readers: dict[int, set[int]] = {}
     for app in b.apps:
         for arg in app.args:
@@ -391,7 +392,7 @@ def _narrowable(b: _Builder) -> list[_App]:
     return [
         app
         for app in b.apps
-        if op_kind(app.opdef) in ("contraction", "reduction")
+        if op_kind(app.opdef) in ("contraction", "reduction", "rowwise")
         and all(isinstance(a, _Param) and readers[id(a)] == {id(app)} for a in app.args)
     ]
 

@@ -112,13 +112,19 @@ def leaf_spec(kernel: Kernel, ctx: SynthesisContext) -> Spec:
 
 
 def root_spec_text(kernel: Kernel, ctx: SynthesisContext, name: str, scale: int) -> str:
-    """A spec-file function applying the kernel's op to main-memory operands of its shapes."""
+    """A spec-file function applying the kernel's op to main-memory operands of its shapes.
+
+    A spec file gives an op's inputs one dtype, so where the kernel's inputs differ
+    (``sub_rows`` of a bf16 row by an f32 value) they all take the first one's here;
+    ``root_program`` then gives each its own.
+    """
     opdef = ctx.ruleset.ops[kernel.op]
     shapes = root_shapes(kernel, ctx, scale)
     types = []
     for i, (pat, shape) in enumerate(zip(kernel.operands, shapes, strict=True)):
         layout = pattern_layout_name(kernel, i)
-        types.append(f"{pat.dtype}[{', '.join(map(str, shape))}] {layout}")
+        dt = pat.dtype if i == len(opdef.inputs) else kernel.operands[0].dtype
+        types.append(f"{dt}[{', '.join(map(str, shape))}] {layout}")
     params = ", ".join(
         f"{acc.tensor}: {t}" for acc, t in zip(opdef.inputs, types[:-1], strict=True)
     )
@@ -126,6 +132,28 @@ def root_spec_text(kernel: Kernel, ctx: SynthesisContext, name: str, scale: int)
     args = ", ".join(acc.tensor for acc in opdef.inputs)
     call = f"{base_name(kernel.op)}({args})"
     return f"func {name}({params}) -> {out}: {types[-1]} {{\n    {out} = {call}\n}}\n"
+
+
+def root_program(kernel: Kernel, ctx: SynthesisContext, name: str, scale: int) -> Program:
+    """The checked program of ``root_spec_text``, each operand of the kernel's own dtype."""
+    text = root_spec_text(kernel, ctx, name, scale)
+    dtypes = [dtype(pat.dtype) for pat in kernel.operands]
+    if len(set(dtypes[:-1])) == 1:
+        return build_program(parse_spec_file(f"{name}.lark", text).funcs[0], ctx)
+    # An op of inputs of one dtype may have no implementation: checked only, then retyped.
+    program = build_program(
+        parse_spec_file(f"{name}.lark", text).funcs[0], ctx, require_kernels=False
+    )
+    retyped = dict(zip(program.operand_params, dtypes, strict=True))
+    spec = attrs.evolve(
+        program.spec,
+        operands=tuple(
+            attrs.evolve(ts, dtype=dt) for ts, dt in zip(program.spec.operands, dtypes, strict=True)
+        ),
+    )
+    params = tuple((p, attrs.evolve(ts, dtype=retyped[p])) for p, ts in program.params)
+    result = (program.result[0], attrs.evolve(program.result[1], dtype=dtypes[-1]))
+    return attrs.evolve(program, spec=spec, params=params, result=result)
 
 
 def only_kernel_for_its_op(ctx: SynthesisContext, kernel: Kernel) -> SynthesisContext:
@@ -161,8 +189,7 @@ def find_root(kernel: Kernel, ctx: SynthesisContext) -> tuple[SynthesisContext, 
     for host, scale in candidates:
         sub_ctx = only_kernel_for_its_op(ctx, host)
         name = f"self_test_{kernel.name}"
-        text = root_spec_text(host, sub_ctx, name, scale)
-        program = build_program(parse_spec_file(f"{name}.lark", text).funcs[0], sub_ctx)
+        program = root_program(host, sub_ctx, name, scale)
         try:
             impl, _ = synthesize(program.spec, sub_ctx, {})
         except NoImplementationError:

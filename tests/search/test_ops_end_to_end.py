@@ -108,6 +108,10 @@ SINGLE_OPS = {
     "max": _reduce("max", 3, 40),
     "softmax": _unary("softmax", 3, 32),
     "softmax-tail": _unary("softmax", 2, 10),
+    # bf16 rows into f32: widened as the row's maximum is subtracted (vector and tail).
+    **{f"softmax-bf16-{m}x{n}": (
+        f"func f(x: bf16[{m}, {n}]) -> y: f32[{m}, {n}] {{\n    y = softmax(x)\n}}\n"
+    ) for m, n in ((3, 32), (2, 13))},
 }  # fmt: skip
 
 GRAPHS = {
@@ -127,6 +131,11 @@ GRAPHS = {
     # the graph along it summed each tile on its own).
     "softmax-of-add-tail": (
         "func g(a: f32[1, 19]) -> y: f32[1, 19] {\n    y = softmax(add(a, a))\n}\n"
+    ),
+    # A bf16 softmax's f32 result read by a product.
+    "bf16-softmax-matmul": (
+        "func g(x: bf16[3, 20], v: f32[20, 5]) -> z: f32[3, 5] {\n"
+        "    s = softmax(x)\n    z = matmul(s, v)\n}\n"
     ),
     # Elementwise ops on rank-1 results: a row's log-sum-exp-like statistics.
     "vector-statistics": (
