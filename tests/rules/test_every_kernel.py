@@ -46,6 +46,11 @@ from morello.spec import Spec, TensorSpec
 #: Sizes given to a root's unit index sizes when looking for a root that stages data through
 #: a move kernel (reuse grows with the tile, so a larger root eventually keeps operands close).
 SCALES = (1, 2, 4, 8)
+#: The size of an index the pattern leaves to a dim variable (`f32[1, n]`): such a kernel
+#: loops over it itself, and 93 = 64 + 16 + 13 = 2 x 32 + 3 x 8 + 5 (doubled where reduced:
+#: 186 = 2 x 64 + 3 x 16 + 10 = 5 x 32 + 3 x 8 + 2) reaches each of its blocks, steps and
+#: tail (a root of 2 would test only the tail).
+VARIABLE_SIZE = 93
 
 
 def _target_name(config: pytest.Config) -> str:
@@ -73,9 +78,10 @@ def pattern_shapes(kernel: Kernel) -> list[tuple[int, ...]]:
 def root_shapes(kernel: Kernel, ctx: SynthesisContext, scale: int) -> list[tuple[int, ...]]:
     """Operand shapes of a root Spec around the pattern.
 
-    Index sizes of 1 become ``scale``, and reduction indices are doubled so that an
-    accumulating kernel runs at least twice into the same output (an accumulation that
-    overwrote instead, or subtracted, would otherwise go unnoticed).
+    Index sizes of 1 become ``scale``, an index of a dim variable ``VARIABLE_SIZE``, and
+    reduction indices are doubled so that an accumulating kernel runs at least twice into
+    the same output (an accumulation that overwrote instead, or subtracted, would otherwise
+    go unnoticed).
     """
     opdef = ctx.ruleset.ops[kernel.op]
     sizes: dict[str, int] = {}
@@ -83,6 +89,8 @@ def root_shapes(kernel: Kernel, ctx: SynthesisContext, scale: int) -> list[tuple
         for d, ix in zip(pat.dims, acc.indices, strict=True):
             if isinstance(d, int):
                 sizes[ix] = d
+            elif d != "*":
+                sizes[ix] = VARIABLE_SIZE
     for ix in opdef.index_vars:
         sizes[ix] = sizes.get(ix, 1)
         if sizes[ix] == 1:
