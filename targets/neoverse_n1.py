@@ -35,7 +35,7 @@ NEOVERSE_N1 = Target(
     ),
     vector_types=(VectorType(dtype="f32", lanes=4, c_type="float32x4_t"),),
     layouts=("row_major", "col_major"),
-    rule_sets=("core", "scalar", "scalar_exp", "arm_neon"),
+    rule_sets=("core", "scalar", "scalar_exp", "arm_neon", "arm_neon_exp"),
     # As /proc/cpuinfo's "Features" line names them on an N1.
     isa=(
         "fp",
