@@ -160,8 +160,7 @@ def root_program(kernel: Kernel, ctx: SynthesisContext, name: str, scale: int) -
         ),
     )
     params = tuple((p, attrs.evolve(ts, dtype=retyped[p])) for p, ts in program.params)
-    result = (program.result[0], attrs.evolve(program.result[1], dtype=dtypes[-1]))
-    return attrs.evolve(program, spec=spec, params=params, result=result)
+    return attrs.evolve(program, spec=spec, params=params)  # the result had its dtype
 
 
 def only_kernel_for_its_op(ctx: SynthesisContext, kernel: Kernel) -> SynthesisContext:
