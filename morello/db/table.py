@@ -136,6 +136,11 @@ class Store(Protocol):
         """Release the store."""
 
 
+def _answer(box: Box) -> Decided | None:
+    """A stored box's answer: its decision, or None where the Spec has no implementation."""
+    return None if box.value is None else Decided(box.value)
+
+
 class MemoTable:
     """Spatially compressed memo of Spec solutions for one synthesis context."""
 
@@ -229,9 +234,7 @@ class MemoTable:
     def get(self, spec: Spec) -> Decided | object | None:
         """The stored decision of ``spec``, None if it has no implementation, or ``MISSING``."""
         box = self._box(spec)
-        if box is None:
-            return MISSING
-        return None if box.value is None else Decided(box.value)
+        return MISSING if box is None else _answer(box)
 
     def get_reach(self, spec: Spec) -> tuple[Decided | object | None, tuple[int, ...] | None]:
         """``get``, and how far up the limits the stored answer holds: the ceiling ``put``
@@ -245,7 +248,7 @@ class MemoTable:
             NO_CEILING if c >= limit_coord(t) else limit_from_coord(c)
             for c, t in zip(box.hi[nsize:], self._top, strict=True)
         )
-        return (None if box.value is None else Decided(box.value)), reach
+        return _answer(box), reach
 
     def _box(self, spec: Spec) -> Box | None:
         """The box holding ``spec``'s point (None: nothing stored there)."""

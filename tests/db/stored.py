@@ -5,15 +5,13 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from morello.db.sqlite import file_stats
 
 
 def wait_until_stored(
-    db: Path,
-    more_than: int,
-    proc: subprocess.Popen,
-    seconds: float = 120,  # type: ignore[type-arg]
+    db: Path, more_than: int, proc: subprocess.Popen[Any], seconds: float = 120
 ) -> None:
     """Return once ``db`` holds more than ``more_than`` solved Specs, ``proc`` has ended, or
     ``seconds`` have passed: a count, not a fixed sleep, since a loaded machine is slow."""
