@@ -123,15 +123,29 @@ def subtract_limits(
     What is left snaps down to a power of two, so that limits form a small lattice: this
     keeps the graph and the memo table small at the price of sometimes leaving a few
     registers or lines unused. A level that shares its registers with others
-    (``MemoryLevel.shares``) takes the units from each of them.
+    (``MemoryLevel.shares``) takes the units from each of them. A level that bounds each
+    buffer on its own (``MemoryLevel.per_buffer``) only checks that they fit.
     """
     out = list(limits)
     for idx in target.sharing(level_idx, units):  # registers shared with another level: both
         if units > out[idx]:
             short_of(idx, units)
             return None
-        out[idx] = snap_down(out[idx] - units)
+        if not target.levels[idx].per_buffer:
+            out[idx] = snap_down(out[idx] - units)
     return tuple(out)
+
+
+def add_peak(target: Target, peak: list[int], level_idx: int, units: int) -> None:
+    """Raise ``peak`` (a child's, per level) by a buffer of ``units`` at one level held while
+    the child runs, as ``subtract_limits`` allocates it: ``snap_up(u + r)`` for a child that
+    needs ``r``, since it leaves the child ``snap_down(limit - u)``; at a level that bounds
+    each buffer on its own, the larger of ``snap_up(u)`` and ``r``."""
+    for j in target.sharing(level_idx, units):
+        if target.levels[j].per_buffer:
+            peak[j] = max(peak[j], snap_up(units))
+        else:
+            peak[j] = snap_up(peak[j] + units)
 
 
 @attrs.frozen(cache_hash=True)

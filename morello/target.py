@@ -80,6 +80,13 @@ class MemoryLevel:
             place, and only a tile that no packing level it ``moves_to`` could hold. Such a
             level gives buffers larger than the inner caches (a strip of B too big for the
             L1, packed for the L2) without doubling every cached view the search tries.
+        per_buffer: the capacity bounds each buffer at this level on its own, not all of
+            them together: main memory, where a large buffer comes from the heap. A buffer
+            placed here only has to fit; it lowers no limit, and a Spec's peak here is its
+            largest buffer. Counted together, every buffer a Spec holds while its children
+            run would halve what the power-of-two limits leave, so a graph's chain of
+            intermediates held in memory would run out after about 25 of them although each
+            is small (``spec.subtract_limits``, ``spec.add_peak``).
     """
 
     name: str
@@ -95,6 +102,7 @@ class MemoryLevel:
     folds: int = 0
     whole_specs: bool = False
     packs_only: bool = False
+    per_buffer: bool = False
     # Last: its default reads the fields above.
     role: str = attrs.field(default=attrs.Factory(lambda lv: lv.default_role(), takes_self=True))
 
@@ -422,6 +430,11 @@ class Target:
                 raise ValueError(
                     f"level {lv.name} holds only packed copies but is addressed or packs into "
                     "no layout: only a cache that packs does"
+                )
+            if lv.per_buffer and (not lv.addressed or lv.counts_registers):
+                raise ValueError(
+                    f"level {lv.name} bounds each buffer on its own but is a cache or "
+                    "registers: only an addressed level counted in bytes does"
                 )
             if lv.packs and lv.addressed:
                 raise ValueError(

@@ -18,7 +18,7 @@ NEOVERSE_N1 = Target(
     name="neoverse_n1",
     description="Arm Neoverse N1 (AArch64 NEON; runs under qemu-aarch64 on other machines)",
     levels=(
-        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",)),
+        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",), per_buffer=True),
         MemoryLevel(
             name="L1",
             capacity=64 * 1024,

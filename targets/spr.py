@@ -24,7 +24,7 @@ SPR = Target(
     name="spr",
     description="Intel Sapphire Rapids (AVX-512F/BW/VL, AVX512_BF16)",
     levels=(
-        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",)),
+        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",), per_buffer=True),
         # 48 KiB, 12-way: 64 sets of 64-byte lines, as zen1's L1 has, with 4 more ways.
         MemoryLevel(
             name="L1",

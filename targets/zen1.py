@@ -13,7 +13,7 @@ ZEN1 = Target(
     name="zen1",
     description="AMD Zen 1 (runs on any x86-64 with AVX2 and FMA)",
     levels=(
-        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",)),
+        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1",), per_buffer=True),
         # 8-way: a tile of more than 8 strided rows may evict itself, so a move may pack it
         # into a contiguous row-major buffer (a panel of B as the FMA kernels read it).
         MemoryLevel(

@@ -30,7 +30,9 @@ ZEN4 = Target(
     name="zen4",
     description="AMD Zen 4 (AVX-512F/BW/VL, AVX512_BF16; 512-bit ops in two halves)",
     levels=(
-        MemoryLevel(name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1", "L2")),
+        MemoryLevel(
+            name="GL", capacity=1 << 31, line_bytes=64, moves_to=("L1", "L2"), per_buffer=True
+        ),
         # 1 MiB, filled by the hardware: a Spec whose main-memory operands fit here together
         # is resident, and its reads after the first are priced at this level, not at main
         # memory's (BENCHMARKS.md, "zen4: the AVX-512 target on its own CPU": without it the

@@ -19,7 +19,7 @@ import attrs
 from morello.codegen.c import Lin, View, on_heap
 from morello.cost import combine
 from morello.nodes.base import NodeBase, max_peaks
-from morello.spec import Spec, TensorSpec, memory_units, snap_up
+from morello.spec import Spec, TensorSpec, add_peak, memory_units
 
 if TYPE_CHECKING:
     from morello.codegen.c import Emitter
@@ -68,9 +68,7 @@ class BlockAction(NodeBase):
         peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
         for _, ts in reversed(self.temporaries):
             idx = ctx.target.level_index(ts.level)
-            units = memory_units(ts, ts.level)
-            for j in ctx.target.sharing(idx, units):
-                peak[j] = snap_up(peak[j] + units)
+            add_peak(ctx.target, peak, idx, memory_units(ts, ts.level))
         return tuple(peak)
 
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:

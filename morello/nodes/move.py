@@ -19,7 +19,7 @@ import attrs
 from morello.codegen.c import Lin, View, on_heap
 from morello.cost import access_cost, combine
 from morello.nodes.base import Copy, NodeBase, max_peaks
-from morello.spec import Spec, TensorSpec, memory_units, snap_up
+from morello.spec import Spec, TensorSpec, add_peak, memory_units
 
 if TYPE_CHECKING:
     from morello.codegen.c import Emitter
@@ -77,13 +77,11 @@ class MoveAction(NodeBase):
         """The children's peaks plus the destination, rounded as limits are.
 
         A move of ``u`` units over a child that needs ``r`` needs ``snap_up(u + r)``, because
-        the move leaves its child ``snap_down(limit - u)``.
+        the move leaves its child ``snap_down(limit - u)`` (``spec.add_peak``).
         """
         peak = list(max_peaks(child_peaks, len(ctx.target.levels)))
         idx = ctx.target.level_index(self.dest.level)
-        units = memory_units(self.dest, self.dest.level)
-        for j in ctx.target.sharing(idx, units):
-            peak[j] = snap_up(peak[j] + units)
+        add_peak(ctx.target, peak, idx, memory_units(self.dest, self.dest.level))
         return tuple(peak)
 
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:

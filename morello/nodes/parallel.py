@@ -13,7 +13,9 @@ threads and waiting for the last.
 Peak memory: every level but the first is per core (caches and registers: each thread has
 its own), so the body needs there what it needs alone. The first level (main memory) is
 shared: the buffers each running body allocates there add up, so the loop needs ``threads``
-times the body's, and the body is searched under that share of the limit.
+times the body's, and the body is searched under that share of the limit; unless the level
+bounds each buffer on its own (``MemoryLevel.per_buffer``, main memory on every target
+here), where the body's buffers only have to fit, as they do in a serial loop.
 
 C: ``#pragma omp parallel for num_threads(T) schedule(static)`` over a ``for`` loop. What
 the body declares (buffers, registers, inner loop variables) is inside the loop's block and
@@ -95,9 +97,11 @@ class ParallelLoopAction(NodeBase):
     def peaks(
         self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
     ) -> tuple[int, ...]:
-        """Per-core levels as the children need; the shared first level times the workers."""
+        """Per-core levels as the children need; the shared first level times the workers
+        (unless it bounds each buffer on its own: ``MemoryLevel.per_buffer``)."""
         body = list(child_peaks[0])
-        body[0] = snap_up(body[0] * self.workers)
+        if not ctx.target.levels[0].per_buffer:
+            body[0] = snap_up(body[0] * self.workers)
         return max_peaks([tuple(body), *child_peaks[1:]], len(ctx.target.levels))
 
     def parallelism(self) -> int:

@@ -360,7 +360,8 @@ class ParallelTileOut:
     more than one thread, and when every operand lives in the first level, which all cores
     share (see ``serial_over``); only loops of two trips or more. The body and tail are
     serial, so parallel loops never nest, and the body gets its thread's share of the first
-    level's limit (see ``morello.nodes.parallel``).
+    level's limit (unless that level bounds each buffer on its own; see
+    ``morello.nodes.parallel``).
     """
 
     name: str = "parallel_tile_out"
@@ -380,7 +381,8 @@ class ParallelTileOut:
                     continue
                 workers = min(loop.trips, ctx.threads)
                 share = list(spec.limits)
-                share[0] = snap_down(share[0] // workers)
+                if not ctx.target.levels[0].per_buffer:  # else each buffer only has to fit
+                    share[0] = snap_down(share[0] // workers)
                 body = attrs.evolve(loop.body, serial=True, limits=tuple(share))
                 tail = None if loop.tail is None else attrs.evolve(loop.tail, serial=True)
                 yield ParallelLoopAction(

@@ -61,8 +61,10 @@ def test_parallel_loops_only_where_a_spec_may_run_in_parallel(
     for a in loops:
         assert a.body.serial
         assert a.tail is None or a.tail.serial
-        # Each running body gets its share of the shared first level.
-        assert a.body.limits[0] == spec.limits[0] // 2
+        # Each running body gets its share of the shared first level, unless that level
+        # bounds each buffer on its own.
+        share = 1 if ctx.target.levels[0].per_buffer else 2
+        assert a.body.limits[0] == spec.limits[0] // share
         assert a.body.limits[1:] == spec.limits[1:]
 
 
@@ -89,10 +91,11 @@ def test_a_parallel_loop_prices_the_busiest_thread_and_the_fork_join(
     serial = LoopAction(loop.rule, loop.var, 1, 2, loop.body, None)
     assert loop.cost(spec, [100], ctx3) == serial.cost(spec, [100], ctx3) + 1000
     assert "parallel for m in 5 x 1 on 3 threads" in loop.describe()
-    # Per-core levels as the body needs them; the first level's buffers add up per thread.
+    # Per-core levels as the body needs them; the first level's buffers add up per thread
+    # (unless it bounds each buffer on its own).
     body_peaks = (8, *(2 for _ in ctx.target.levels[1:]))
     peaks = loop.peaks(spec, [body_peaks], ctx3)
-    assert peaks[0] == 32  # 3 x 8, rounded up as limits are
+    assert peaks[0] == (8 if ctx.target.levels[0].per_buffer else 32)  # 3 x 8, rounded up
     assert peaks[1:] == body_peaks[1:]
 
 
