@@ -10,7 +10,7 @@ rule set.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -205,6 +205,75 @@ class DecomposeRule:
             ):
                 return None
         return [shapes[t] for t in self.temporaries]
+
+    def value_mismatch(self, ops: Mapping[str, Any]) -> str | None:
+        """Why the stages do not compute the op, judged on random inputs; None if they do.
+
+        ``ops`` maps the op and stage keys (as resolved) to their ``OpDef``. Every index of
+        the op gets its own size (2, 3, 4, ...) and each stage is evaluated with its op's
+        NumPy reference in float64 (``c += op(...)`` combining by the op's combiner). The
+        inputs are standard normal values, then the same shifted down by 4, mostly negative
+        (a maximum that starts from 0 instead of -inf shows only there). The output starts
+        as NaN, so a stage that reads it before a stage writes it shows. Results must agree
+        to 1e-9, relative: far tighter than any rounding the stages' order could make in
+        float64, far looser than a wrong stage misses by. A rewrite whose stages cannot be
+        shaped for these sizes is not judged (it applies to no Spec of them either).
+        """
+        import numpy as np
+
+        opdef = ops[self.op]
+        sizes = {ix: 2 + n for n, ix in enumerate(opdef.index_vars)}
+        rng = np.random.default_rng(0)
+        drawn = [
+            rng.standard_normal(opdef.operand_shape(i, sizes)) for i in range(len(self.params))
+        ]
+        out_shape = opdef.operand_shape(len(self.params), sizes)
+        for shift in (0.0, -4.0):
+            inputs = [x + shift for x in drawn]
+            want = opdef.reference(inputs, np.zeros(out_shape))
+            got = self._evaluate(ops, dict(zip(self.params, inputs, strict=True)), out_shape)
+            if got is None:
+                return None
+            close = np.isclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
+            if close.all():
+                continue
+            bad = tuple(int(i) for i in np.argwhere(~close)[0])
+            dims = ", ".join(f"{ix}={n}" for ix, n in sizes.items())
+            shifted = "" if shift == 0 else f", shifted by {shift:g}"
+            return (
+                f"its stages do not compute {base_name(self.op)}: on standard normal inputs "
+                f"({dims}{shifted}) they give {float(got[bad]):.6g} at {list(bad)}, where "
+                f"{base_name(self.op)} gives {float(want[bad]):.6g}"
+            )
+        return None
+
+    def _evaluate(
+        self, ops: Mapping[str, Any], env: dict[str, Any], out_shape: tuple[int, ...]
+    ) -> Any:
+        """The output the stages compute from the inputs in ``env`` (see ``value_mismatch``),
+        or None if a stage's operands disagree on a size or a temporary's is unbound."""
+        import numpy as np
+
+        env[self.output] = np.full(out_shape, np.nan)
+        for st in self.stages:
+            stage_def = ops[st.op]
+            args = [env[a] for a in st.args]
+            bound: dict[str, int] = {}
+            for acc, arg in zip(stage_def.inputs, args, strict=True):
+                for ix, n in zip(acc.indices, arg.shape, strict=True):
+                    if bound.setdefault(ix, n) != n:
+                        return None
+            if st.target in env:
+                target = env[st.target]
+                for ix, n in zip(stage_def.output.indices, target.shape, strict=True):
+                    if bound.setdefault(ix, n) != n:
+                        return None
+            elif all(ix in bound for ix in stage_def.output.indices):
+                target = np.zeros(stage_def.operand_shape(len(stage_def.inputs), bound))
+            else:
+                return None
+            env[st.target] = stage_def.reference(args, target, accum=st.accum)
+        return env[self.output]
 
 
 def _same_goal(a: Spec, b: Spec) -> bool:

@@ -461,3 +461,6 @@ def _check(
                     raise RuleError(
                         _no_accumulating_form(f"rewrite {r.name}", base_name(st.op)), r.loc
                     )
+            why = r.value_mismatch(ops)
+            if why is not None:
+                raise RuleError(f"rewrite {r.name}: {why}", r.loc)

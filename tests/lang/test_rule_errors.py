@@ -255,6 +255,28 @@ RULE_SET_ERRORS = [
         "{path}:2:1: error: kernel k9: norm has no accumulating form (a reduction inside its "
         "expression), so it cannot accumulate or be split along a reduction",
     ),
+    # Decompositions are evaluated against the op's index notation (with NumPy).
+    (
+        "op twice(a[i, j]) -> c[i, j] = a[i, j] * 2\nrewrite r: twice(a) -> c => { c = relu(a) }\n",
+        "{path}:2:1: error: rewrite r: its stages do not compute twice: on standard normal "
+        "inputs (i=2, j=3) they give 0.12573 at [0, 0], where twice gives 0.25146",
+    ),
+    (  # the output read before it is written
+        "rewrite r: matmul(a, b) -> c => { c += matmul(a, b) }\n",
+        "{path}:1:1: error: rewrite r: its stages do not compute matmul: on standard normal "
+        "inputs (m=2, n=3, k=4) they give nan at [0, 0], where matmul gives -0.92503",
+    ),
+    (  # a maximum from 0: wrong only for rows of negative values
+        "rewrite r: max(a) -> c => { c = zero(); c += max(a) }\n",
+        "{path}:1:1: error: rewrite r: its stages do not compute max: on standard normal "
+        "inputs (i=2, j=3, shifted by -4) they give 0 at [0], where max gives -3.35958",
+    ),
+    (
+        "rewrite r: softmax(x) -> y => { m = max(x); e = exp_shifted(x, m); s = sum(e); "
+        "y = mul_rows(e, s) }\n",
+        "{path}:1:1: error: rewrite r: its stages do not compute softmax: on standard normal "
+        "inputs (i=2, j=3) they give 1.23095 at [0, 0], where softmax gives 0.290204",
+    ),
 ]
 
 
@@ -324,3 +346,14 @@ def test_rule_unreadable_file_is_one_line(tmp_path: Path) -> None:
     assert info.value.format() == (
         f"morello: error: cannot read rule file {path}: no such file or directory"
     )
+
+
+def test_a_decomposition_that_computes_its_op_loads(tmp_path: Path, ctx: SynthesisContext) -> None:
+    path = _write(
+        tmp_path,
+        "op clamp0(a[i, j]) -> c[i, j] = max(a[i, j], 0)\n"
+        "rewrite r: clamp0(a) -> c => { c = relu(a) }\n"
+        "rewrite r2: max(a) -> c => { c = lowest(); c += max(a) }\n",
+    )
+    names = [r.name for r in make_context(ctx.target.name, extra_rules=[path]).ruleset.rules]
+    assert "r" in names and "r2" in names
