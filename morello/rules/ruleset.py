@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -236,10 +236,15 @@ def assemble_rule_set(
     coefficients: CostCoefficients,
     chosen: Sequence[RuleFile],
     schemas: Iterable[str],
+    trusted: Collection[str] = (),
 ) -> RuleSet:
     """The rule set of ``target`` from the rule files ``chosen`` for it, in order.
 
     ``schemas`` are the registered schemas (a mapping from names, or just the names).
+    Decompositions are evaluated against their ops' index notation
+    (``DecomposeRule.value_mismatch``, with NumPy), except those of the files whose paths
+    are ``trusted``: the built-in ones, which the test suite evaluates instead, so that
+    synthesis does not import NumPy.
 
     Raises:
         RuleError: declarations disagree with each other or with the target.
@@ -273,7 +278,7 @@ def assemble_rule_set(
         if k is not None
     ]
     rules = [r for rule in rules for r in _resolve_rule(rule, table)]
-    _check(target, coefficients, table, rules, kernels, schemas)
+    _check(target, coefficients, table, rules, kernels, schemas, frozenset(trusted))
     return RuleSet(table, tuple(rules), tuple(kernels), tuple(rf.path for rf in chosen))
 
 
@@ -387,6 +392,7 @@ def _check(
     rules: list[Rule],
     kernels: list[Kernel],
     schemas: Iterable[str],
+    trusted: frozenset[str],
 ) -> None:
     splitting = {
         name for name in schemas if getattr(_schema_object(schemas, name), "splits", False)
@@ -461,6 +467,6 @@ def _check(
                     raise RuleError(
                         _no_accumulating_form(f"rewrite {r.name}", base_name(st.op)), r.loc
                     )
-            why = r.value_mismatch(ops)
+            why = None if r.loc is not None and r.loc.path in trusted else r.value_mismatch(ops)
             if why is not None:
                 raise RuleError(f"rewrite {r.name}: {why}", r.loc)
