@@ -6,6 +6,8 @@ entry-point group, so the engine names none of them.
 
 from __future__ import annotations
 
+import importlib.metadata
+import traceback
 from collections.abc import Iterable
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -69,6 +71,7 @@ class Plugins:
         self.pm.register(calibration, name=CALIBRATION_PLUGIN)
         try:
             if entry_points:
+                self._import_entry_points()
                 self.pm.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
             for mod in modules:
                 self.pm.register(mod)
@@ -77,6 +80,23 @@ class Plugins:
             reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
             raise TargetError(f"invalid plugin {name!r}: {reason}") from None
         self._check_pending()
+
+    def _import_entry_points(self) -> None:
+        """Import every plugin module that is not blocked before pluggy registers them, so
+        that one that fails to import (a Target that its own validation refuses, a syntax
+        error) is a TargetError naming it, not a traceback from pluggy's loop."""
+        for dist in importlib.metadata.distributions():
+            for ep in dist.entry_points:
+                if ep.group != hookspecs.PROJECT_NAME or self.pm.is_blocked(ep.name):
+                    continue
+                try:
+                    ep.load()
+                except Exception as exc:
+                    where = f"{dist.metadata['Name']} {dist.version}"
+                    raise TargetError(
+                        f"plugin {ep.name!r} ({where}) failed to load"
+                        f"{_raised_in(exc, ep.module)}: {type(exc).__name__}: {exc}"
+                    ) from None
 
     def _check_pending(self) -> None:
         # pluggy's own check_pending names the plugin object, not its name; report the
@@ -105,7 +125,13 @@ class Plugins:
         """Every target of every plugin, in name order; duplicates are an error."""
         found: dict[str, InstalledTarget] = {}
         for impl in self.pm.hook.morello_targets.get_hookimpls():
-            result = impl.function()
+            try:
+                result = impl.function()
+            except Exception as exc:
+                raise TargetError(
+                    f"plugin {impl.plugin_name!r}: morello_targets failed"
+                    f"{_raised_in(exc, _module_of(impl.plugin))}: {type(exc).__name__}: {exc}"
+                ) from None
             if not isinstance(result, Iterable) or isinstance(result, Target):
                 raise TargetError(
                     f"plugin {impl.plugin_name!r}: morello_targets returned "
@@ -183,3 +209,20 @@ class Plugins:
                     )
                 found[name] = (policy, impl.plugin_name)
         return {name: policy for name, (policy, _) in found.items()}
+
+
+def _module_of(plugin: object) -> str:
+    """The module a plugin object is or was defined in."""
+    return plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+
+
+def _raised_in(exc: BaseException, module: str) -> str:
+    """`` at FILE:LINE``: the innermost line of ``module`` (or its package) that the
+    exception passed through, where the plugin's author should look; empty if none."""
+    top = module.split(".")[0]
+    where = ""
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_globals.get("__name__", "")
+        if name == top or name.startswith(top + "."):
+            where = f" at {frame.f_code.co_filename}:{line}"
+    return where

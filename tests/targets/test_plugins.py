@@ -102,6 +102,69 @@ def test_plugins_entry_point_in_dist_info_is_discovered(
     assert Plugins().cost_coefficients(installed["lone"].target).level_hit == {"GL": 1}
 
 
+def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> Path:
+    """An installed distribution ``morello-broken 0.1`` whose entry point loads ``module``."""
+    path = tmp_path / f"{module}.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    dist_info = tmp_path / "morello_broken-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: morello-broken\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (dist_info / "entry_points.txt").write_text(f"[morello]\nbroken = {module}\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (  # a Target that its own validation refuses, built when the module is imported
+            """\
+            from morello import MemoryLevel, Target
+
+            BAD = Target(name="bad", description="", levels=(MemoryLevel(name="GL", capacity=0),))
+            """,
+            "plugin 'broken' (morello-broken 0.1) failed to load at {path}:3: "
+            "ValueError: capacity must be positive, got 0",
+        ),
+        (
+            "def oops(:\n",
+            "plugin 'broken' (morello-broken 0.1) failed to load: "
+            "SyntaxError: invalid syntax ({name}, line 1)",
+        ),
+        (  # the same Target built in the hook
+            """\
+            from morello import MemoryLevel, Target, hookimpl
+
+            @hookimpl
+            def morello_targets():
+                level = MemoryLevel(name="GL", capacity=0)
+                return [Target(name="bad", description="", levels=(level,))]
+            """,
+            "plugin 'broken': morello_targets failed at {path}:5: "
+            "ValueError: capacity must be positive, got 0",
+        ),
+    ],
+    ids=["import", "syntax", "hook"],
+)
+def test_plugins_a_broken_installed_plugin_is_a_one_line_error_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    expected: str,
+) -> None:
+    path = _install(tmp_path, monkeypatch, "tmp_path_broken_plugin", source)
+    want = expected.replace("{path}", str(path)).replace("{name}", path.name)
+    assert main(["--list-targets"]) == 2
+    assert capsys.readouterr().err == f"morello: error: {want}\n"
+    # Blocked, it is not imported at all.
+    monkeypatch.delitem(sys.modules, "tmp_path_broken_plugin", raising=False)
+    assert "zen1" in {it.target.name for it in Plugins(block=["broken"]).targets()}
+
+
 def test_plugins_misspelled_hook_fails_check_pending_naming_plugin() -> None:
     @hookimpl
     def morello_target() -> list[Target]:
