@@ -95,7 +95,7 @@ class Plugins:
                     where = f"{dist.metadata['Name']} {dist.version}"
                     raise TargetError(
                         f"plugin {ep.name!r} ({where}) failed to load"
-                        f"{_raised_in(exc, ep.module)}: {type(exc).__name__}: {exc}"
+                        f"{_raised_in(exc, module=ep.module)}: {type(exc).__name__}: {exc}"
                     ) from None
 
     def _check_pending(self) -> None:
@@ -115,6 +115,20 @@ class Plugins:
                     )
         self.pm.check_pending()
 
+    def _hook_failed(self, hook: str, exc: Exception) -> TargetError:
+        """The error for a hook that raised, naming the plugin whose implementation the
+        exception came through last (pluggy calls several) and its innermost line there."""
+        impls = {i.function.__code__: i for i in getattr(self.pm.hook, hook).get_hookimpls()}
+        culprit = None
+        for frame, _ in traceback.walk_tb(exc.__traceback__):
+            culprit = impls.get(frame.f_code, culprit)
+        if culprit is None:
+            return TargetError(f"a plugin's {hook} failed: {type(exc).__name__}: {exc}")
+        where = _raised_in(exc, filename=culprit.function.__code__.co_filename)
+        return TargetError(
+            f"plugin {culprit.plugin_name!r}: {hook} failed{where}: {type(exc).__name__}: {exc}"
+        )
+
     def _dist_of(self, plugin: object) -> str:
         for plug, dist in self.pm.list_plugin_distinfo():
             if plug is plugin:
@@ -130,7 +144,8 @@ class Plugins:
             except Exception as exc:
                 raise TargetError(
                     f"plugin {impl.plugin_name!r}: morello_targets failed"
-                    f"{_raised_in(exc, _module_of(impl.plugin))}: {type(exc).__name__}: {exc}"
+                    f"{_raised_in(exc, filename=impl.function.__code__.co_filename)}: "
+                    f"{type(exc).__name__}: {exc}"
                 ) from None
             if not isinstance(result, Iterable) or isinstance(result, Target):
                 raise TargetError(
@@ -166,13 +181,20 @@ class Plugins:
     def rule_paths(self, target: Target) -> list[Traversable | Path]:
         """Extra rule files plugins supply for ``target``."""
         out: list[Traversable | Path] = []
-        for result in self.pm.hook.morello_rule_paths(target=target):
+        try:
+            results = self.pm.hook.morello_rule_paths(target=target)
+        except Exception as exc:
+            raise self._hook_failed("morello_rule_paths", exc) from None
+        for result in results:
             out.extend(result or ())
         return out
 
     def cost_coefficients(self, target: Target) -> CostCoefficients:
         """The winning cost coefficients for ``target``."""
-        coeffs = self.pm.hook.morello_cost_coefficients(target=target)
+        try:
+            coeffs = self.pm.hook.morello_cost_coefficients(target=target)
+        except Exception as exc:
+            raise self._hook_failed("morello_cost_coefficients", exc) from None
         if coeffs is None:
             raise TargetError(f"no plugin supplies cost coefficients for target {target.name!r}")
         if not isinstance(coeffs, CostCoefficients):
@@ -211,18 +233,14 @@ class Plugins:
         return {name: policy for name, (policy, _) in found.items()}
 
 
-def _module_of(plugin: object) -> str:
-    """The module a plugin object is or was defined in."""
-    return plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
-
-
-def _raised_in(exc: BaseException, module: str) -> str:
-    """`` at FILE:LINE``: the innermost line of ``module`` (or its package) that the
-    exception passed through, where the plugin's author should look; empty if none."""
-    top = module.split(".")[0]
+def _raised_in(exc: BaseException, *, module: str = "", filename: str = "") -> str:
+    """`` at FILE:LINE``: the innermost line the exception passed through in ``module`` (or
+    a submodule) or in the file ``filename``, where a plugin's author should look; empty if
+    none."""
     where = ""
     for frame, line in traceback.walk_tb(exc.__traceback__):
         name = frame.f_globals.get("__name__", "")
-        if name == top or name.startswith(top + "."):
+        in_module = bool(module) and (name == module or name.startswith(module + "."))
+        if in_module or frame.f_code.co_filename == filename:
             where = f" at {frame.f_code.co_filename}:{line}"
     return where

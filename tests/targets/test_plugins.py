@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -270,6 +271,44 @@ def test_plugins_coefficients_missing_a_level_is_an_error() -> None:
     )
     with pytest.raises(TargetError, match=r"cost coefficients for 'lonely' lack level\(s\) RF"):
         Plugins(modules=[plugin], entry_points=False).cost_coefficients(lonely)
+
+
+def test_plugins_a_hook_that_raises_is_an_error_naming_the_plugin_and_line() -> None:
+    lonely = Target(name="lonely", levels=(MemoryLevel(name="GL", capacity=1 << 20),))
+
+    def helper() -> None:
+        raise RuntimeError("no coefficients today")
+
+    @hookimpl
+    def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
+        helper()
+        return None
+
+    @hookimpl
+    def morello_rule_paths(target: Target) -> list[Path]:
+        return [Path("a")] + 1  # type: ignore[operator]
+
+    plugin = _module(
+        "lonely_plugin",
+        morello_targets=_targets_hook(lonely),
+        morello_cost_coefficients=morello_cost_coefficients,
+        morello_rule_paths=morello_rule_paths,
+    )
+    plugins = Plugins(modules=[plugin], entry_points=False)
+    here = re.escape(__file__)
+    with pytest.raises(TargetError) as info:
+        plugins.cost_coefficients(lonely)
+    assert re.fullmatch(  # the innermost line in the plugin's file: helper's raise
+        rf"plugin 'lonely_plugin': morello_cost_coefficients failed at {here}:\d+: "
+        "RuntimeError: no coefficients today",
+        info.value.message,
+    )
+    with pytest.raises(TargetError) as info:
+        plugins.rule_paths(lonely)
+    assert re.fullmatch(
+        rf"plugin 'lonely_plugin': morello_rule_paths failed at {here}:\d+: TypeError: .*",
+        info.value.message,
+    )
 
 
 def test_plugins_unknown_target_lists_installed_ones() -> None:
