@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import attrs
 import pluggy
@@ -115,6 +116,18 @@ class Plugins:
                     )
         self.pm.check_pending()
 
+    @staticmethod
+    def _call(impl: pluggy.HookImpl, hook: str) -> Any:
+        """What one plugin's implementation of ``hook`` (which takes no arguments) returns;
+        a TargetError naming the plugin and its line if it raises."""
+        try:
+            return impl.function()
+        except Exception as exc:
+            where = _raised_in(exc, filename=impl.function.__code__.co_filename)
+            raise TargetError(
+                f"plugin {impl.plugin_name!r}: {hook} failed{where}: {type(exc).__name__}: {exc}"
+            ) from None
+
     def _hook_failed(self, hook: str, exc: Exception) -> TargetError:
         """The error for a hook that raised, naming the plugin whose implementation the
         exception came through last (pluggy calls several) and its innermost line there."""
@@ -139,14 +152,7 @@ class Plugins:
         """Every target of every plugin, in name order; duplicates are an error."""
         found: dict[str, InstalledTarget] = {}
         for impl in self.pm.hook.morello_targets.get_hookimpls():
-            try:
-                result = impl.function()
-            except Exception as exc:
-                raise TargetError(
-                    f"plugin {impl.plugin_name!r}: morello_targets failed"
-                    f"{_raised_in(exc, filename=impl.function.__code__.co_filename)}: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from None
+            result = self._call(impl, "morello_targets")
             if not isinstance(result, Iterable) or isinstance(result, Target):
                 raise TargetError(
                     f"plugin {impl.plugin_name!r}: morello_targets returned "
@@ -210,7 +216,7 @@ class Plugins:
         """Every registered rewrite schema by name; a name two plugins provide is an error."""
         found: dict[str, tuple[Schema, str]] = {}
         for impl in self.pm.hook.morello_rewrite_schemas.get_hookimpls():
-            for schema in impl.function():
+            for schema in self._call(impl, "morello_rewrite_schemas"):
                 if schema.name in found:
                     raise TargetError(
                         f"rewrite schema {schema.name!r} is provided by both "
@@ -223,7 +229,7 @@ class Plugins:
         """Every registered size policy by name; a name two plugins provide is an error."""
         found: dict[str, tuple[SizePolicy, str]] = {}
         for impl in self.pm.hook.morello_size_policies.get_hookimpls():
-            for name, policy in dict(impl.function()).items():
+            for name, policy in dict(self._call(impl, "morello_size_policies")).items():
                 if name in found:
                     raise TargetError(
                         f"size policy {name!r} is provided by both {found[name][1]!r} "

@@ -311,6 +311,23 @@ def test_plugins_a_hook_that_raises_is_an_error_naming_the_plugin_and_line() -> 
     )
 
 
+def test_plugins_a_schema_or_size_policy_hook_that_raises_names_the_plugin() -> None:
+    @hookimpl
+    def morello_size_policies() -> dict[str, object]:
+        return {"halves": None, **{}.fromkeys(1)}  # type: ignore[arg-type]
+
+    plugins = Plugins(
+        modules=[_module("sizes_plugin", morello_size_policies=morello_size_policies)]
+    )
+    with pytest.raises(TargetError) as info:
+        plugins.size_policies()
+    assert re.fullmatch(
+        rf"plugin 'sizes_plugin': morello_size_policies failed at {re.escape(__file__)}:\d+: "
+        "TypeError: .*",
+        info.value.message,
+    )
+
+
 def test_plugins_unknown_target_lists_installed_ones() -> None:
     plugins = Plugins(modules=[toy_target], entry_points=False)
     with pytest.raises(TargetError) as info:
