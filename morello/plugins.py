@@ -18,7 +18,7 @@ import attrs
 import pluggy
 
 from morello import calibration, hookspecs
-from morello.errors import TargetError
+from morello.errors import MorelloError, TargetError
 from morello.rules import schemas as builtin_schemas
 from morello.rules.schemas import Schema, SizePolicy
 from morello.target import CostCoefficients, Target
@@ -122,6 +122,8 @@ class Plugins:
         a TargetError naming the plugin and its line if it raises."""
         try:
             return impl.function()
+        except MorelloError:
+            raise
         except Exception as exc:
             where = _raised_in(exc, filename=impl.function.__code__.co_filename)
             raise TargetError(
@@ -189,6 +191,8 @@ class Plugins:
         out: list[Traversable | Path] = []
         try:
             results = self.pm.hook.morello_rule_paths(target=target)
+        except MorelloError:
+            raise  # the plugin's own clear error (the calibration file's, say)
         except Exception as exc:
             raise self._hook_failed("morello_rule_paths", exc) from None
         for result in results:
@@ -199,6 +203,8 @@ class Plugins:
         """The winning cost coefficients for ``target``."""
         try:
             coeffs = self.pm.hook.morello_cost_coefficients(target=target)
+        except MorelloError:
+            raise  # the plugin's own clear error (the calibration file's, say)
         except Exception as exc:
             raise self._hook_failed("morello_cost_coefficients", exc) from None
         if coeffs is None:

@@ -311,6 +311,23 @@ def test_plugins_a_hook_that_raises_is_an_error_naming_the_plugin_and_line() -> 
     )
 
 
+def test_plugins_a_hook_that_raises_a_morello_error_passes_it_on_unchanged() -> None:
+    lonely = Target(name="lonely", levels=(MemoryLevel(name="GL", capacity=1 << 20),))
+
+    @hookimpl
+    def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
+        raise TargetError("the calibration file is damaged")
+
+    plugin = _module(
+        "lonely_plugin",
+        morello_targets=_targets_hook(lonely),
+        morello_cost_coefficients=morello_cost_coefficients,
+    )
+    with pytest.raises(TargetError) as info:
+        Plugins(modules=[plugin], entry_points=False).cost_coefficients(lonely)
+    assert info.value.message == "the calibration file is damaged"
+
+
 def test_plugins_a_schema_or_size_policy_hook_that_raises_names_the_plugin() -> None:
     @hookimpl
     def morello_size_policies() -> dict[str, object]:
