@@ -337,6 +337,13 @@ class GraphOp(IndexedOperands):
     def peel(self) -> tuple[Statement, GraphOp | None, tuple[str, ...]]:
         """The first statement, the rest of the graph (None if one statement remains), and
         the rest's tensors (inputs then output) in this graph's names."""
+        return self._peeled
+
+    @functools.cached_property
+    def _peeled(self) -> tuple[Statement, GraphOp | None, tuple[str, ...]]:
+        # Worked out once per graph: the pipeline schema asks at every Spec of it, and
+        # building the rest (its index classes) took a quarter of a 12-statement chain's
+        # synthesis.
         first, rest = self.statements[0], self.statements[1:]
         if len(rest) == 1:
             return first, None, (*rest[0].args, OUTPUT)

@@ -697,7 +697,19 @@ def temp_buffers(
 ) -> tuple[tuple[str | None, TensorSpec], ...]:
     """Where a new temporary shaped like ``ts`` may live: every addressed level of the
     target (every register level with ``registers_only``), in each of its layouts (those of
-    ``layouts`` unless ``*``) and vector sizes (as a move's new buffers)."""
+    ``layouts`` unless ``*``) and vector sizes (as a move's new buffers). Worked out once
+    per context and shape (a graph's pipeline asks at every Spec of it)."""
+    cache = ctx.derived.setdefault("temp_buffers", {})
+    key = (ts, layouts, registers_only)
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = _temp_buffers(ts, ctx, layouts, registers_only)
+    return got  # type: ignore[no-any-return]
+
+
+def _temp_buffers(
+    ts: TensorSpec, ctx: SynthesisContext, layouts: tuple[str, ...], registers_only: bool
+) -> tuple[tuple[str | None, TensorSpec], ...]:
     names = ctx.target.layouts
     if layouts != ("*",):
         names = tuple(n for n in names if n in layouts) or names
