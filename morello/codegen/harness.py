@@ -149,16 +149,23 @@ def tolerance(program: Program, inputs: dict[str, np.ndarray], ctx: SynthesisCon
 
 
 def compare(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> Comparison:
-    """Elementwise comparison against per-element bounds."""
+    """Elementwise comparison against per-element bounds.
+
+    An element equal to its reference is right whatever its bound: an infinity of the same
+    sign (``x / 0``), or NaN where the reference is NaN (``0 / 0``), whose bounds are NaN.
+    Any other NaN, in the value, the error or the bound, is wrong.
+    """
     got64 = got.astype(np.float64)
     with np.errstate(invalid="ignore"):
-        err = np.where(got64 == want, 0.0, np.abs(got64 - want))  # equal infinities are exact
-    bad = ~(err <= allowed)  # NaN counts as bad
+        same = (got64 == want) | (np.isnan(got64) & np.isnan(want))
+        err = np.where(same, 0.0, np.abs(got64 - want))
+        bad = ~(same | (err <= allowed))
     first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None
     max_err = float(np.nanmax(err)) if np.isfinite(err).any() else float("inf")
     if np.isnan(err).any():
         max_err = float("inf")
-    return Comparison(max_err, float(np.max(allowed)), first)
+    bounds = allowed[~np.isnan(allowed)]
+    return Comparison(max_err, float(bounds.max()) if bounds.size else float("nan"), first)
 
 
 def check(lib_path: Path, program: Program, ctx: SynthesisContext, seed: int = 0) -> Comparison:

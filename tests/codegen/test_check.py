@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from morello.cli import main
@@ -58,6 +59,34 @@ def test_check_raises_on_a_wrong_answer_with_the_first_mismatch(
         f"morello: error: check failed for f: max abs error {float(abs(want).max()):.3g} "
         f"(allowed up to {float(allowed.max()):.3g}); first mismatch at [0, 0]: "
         f"got 0, expected {want[0, 0]:.7g}"
+    )
+
+
+def test_compare_takes_an_equal_infinity_or_nan_whatever_its_bound() -> None:
+    nan, inf = float("nan"), float("inf")
+    want = np.array([inf, -inf, nan, 1.0])
+    allowed = np.array([nan, nan, nan, 1e-6])
+    assert harness.compare(np.array([inf, -inf, nan, 1.0], np.float32), want, allowed).ok
+    for i, wrong in enumerate([-inf, inf, 0.0, nan]):
+        got = np.array([inf, -inf, nan, 1.0], np.float32)
+        got[i] = wrong
+        result = harness.compare(got, want, allowed)
+        assert result.first_bad == (i,), wrong
+        assert result.max_allowed == 1e-6  # the largest bound that is a number
+
+
+@pytest.mark.runs_code
+def test_check_passes_a_division_by_zero_that_gives_the_references_infinities(
+    ctx: SynthesisContext, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "div0.lark"
+    spec.write_text(
+        "func f(x: f32[2, 8], z: f32[2, 8]) -> y: f32[2, 8] {\n    y = div(x, sub(z, z))\n}\n",
+        encoding="utf-8",
+    )
+    assert main(["--target", ctx.target.name, "--no-db", "--check", str(spec)]) == 0
+    assert capsys.readouterr().err == (
+        "check passed: f matches NumPy (every element an infinity or NaN equal to NumPy's)\n"
     )
 
 
