@@ -130,6 +130,17 @@ class Plugins:
                 f"plugin {impl.plugin_name!r}: {hook} failed{where}: {type(exc).__name__}: {exc}"
             ) from None
 
+    def _hook(self, hook: str, **kwargs: Any) -> Any:
+        """``hook`` called through pluggy (every plugin's implementation, or the first
+        result). A plugin's own MorelloError (the calibration file's, say) passes through;
+        any other exception is a TargetError naming the plugin."""
+        try:
+            return getattr(self.pm.hook, hook)(**kwargs)
+        except MorelloError:
+            raise
+        except Exception as exc:
+            raise self._hook_failed(hook, exc) from None
+
     def _hook_failed(self, hook: str, exc: Exception) -> TargetError:
         """The error for a hook that raised, naming the plugin whose implementation the
         exception came through last (pluggy calls several) and its innermost line there."""
@@ -189,24 +200,13 @@ class Plugins:
     def rule_paths(self, target: Target) -> list[Traversable | Path]:
         """Extra rule files plugins supply for ``target``."""
         out: list[Traversable | Path] = []
-        try:
-            results = self.pm.hook.morello_rule_paths(target=target)
-        except MorelloError:
-            raise  # the plugin's own clear error (the calibration file's, say)
-        except Exception as exc:
-            raise self._hook_failed("morello_rule_paths", exc) from None
-        for result in results:
+        for result in self._hook("morello_rule_paths", target=target):
             out.extend(result or ())
         return out
 
     def cost_coefficients(self, target: Target) -> CostCoefficients:
         """The winning cost coefficients for ``target``."""
-        try:
-            coeffs = self.pm.hook.morello_cost_coefficients(target=target)
-        except MorelloError:
-            raise  # the plugin's own clear error (the calibration file's, say)
-        except Exception as exc:
-            raise self._hook_failed("morello_cost_coefficients", exc) from None
+        coeffs = self._hook("morello_cost_coefficients", target=target)
         if coeffs is None:
             raise TargetError(f"no plugin supplies cost coefficients for target {target.name!r}")
         if not isinstance(coeffs, CostCoefficients):
