@@ -125,10 +125,7 @@ class Plugins:
         except MorelloError:
             raise
         except Exception as exc:
-            where = _raised_in(exc, filename=impl.function.__code__.co_filename)
-            raise TargetError(
-                f"plugin {impl.plugin_name!r}: {hook} failed{where}: {type(exc).__name__}: {exc}"
-            ) from None
+            raise _failed(impl, hook, exc) from None
 
     def _hook(self, hook: str, **kwargs: Any) -> Any:
         """``hook`` called through pluggy (every plugin's implementation, or the first
@@ -150,10 +147,7 @@ class Plugins:
             culprit = impls.get(frame.f_code, culprit)
         if culprit is None:
             return TargetError(f"a plugin's {hook} failed: {type(exc).__name__}: {exc}")
-        where = _raised_in(exc, filename=culprit.function.__code__.co_filename)
-        return TargetError(
-            f"plugin {culprit.plugin_name!r}: {hook} failed{where}: {type(exc).__name__}: {exc}"
-        )
+        return _failed(culprit, hook, exc)
 
     def _dist_of(self, plugin: object) -> str:
         for plug, dist in self.pm.list_plugin_distinfo():
@@ -243,6 +237,14 @@ class Plugins:
                     )
                 found[name] = (policy, impl.plugin_name)
         return {name: policy for name, (policy, _) in found.items()}
+
+
+def _failed(impl: pluggy.HookImpl, hook: str, exc: Exception) -> TargetError:
+    """The error for ``impl`` of ``hook`` having raised ``exc``: the plugin, its line."""
+    where = _raised_in(exc, filename=impl.function.__code__.co_filename)
+    return TargetError(
+        f"plugin {impl.plugin_name!r}: {hook} failed{where}: {type(exc).__name__}: {exc}"
+    )
 
 
 def _raised_in(exc: BaseException, *, module: str = "", filename: str = "") -> str:

@@ -182,11 +182,20 @@ class DecomposeRule:
     def _temp_shapes(self, spec: Spec, ctx: SynthesisContext) -> list[tuple[int, ...]] | None:
         """Each temporary's shape (from the stage assigning it), or None if one is unbound
         or the operands' shapes disagree with a stage's op."""
-        shapes: dict[str, tuple[int, ...]] = dict(
-            zip((*self.params, self.output), (t.shape for t in spec.operands), strict=True)
+        shapes = self._shapes(
+            ctx.ruleset.ops,
+            dict(zip((*self.params, self.output), (t.shape for t in spec.operands), strict=True)),
         )
+        return None if shapes is None else [shapes[t] for t in self.temporaries]
+
+    def _shapes(
+        self, ops: Mapping[str, Any], shapes: dict[str, tuple[int, ...]]
+    ) -> dict[str, tuple[int, ...]] | None:
+        """``shapes`` (the pattern's names) completed with each temporary's, from the stage
+        assigning it; None if one is unbound or the operands' shapes disagree with a
+        stage's op."""
         for st in self.stages:
-            stage_def = ctx.ruleset.ops[st.op]
+            stage_def = ops[st.op]
             ins = [shapes.get(a) for a in st.args]
             if any(s is None for s in ins):
                 return None
@@ -204,7 +213,7 @@ class DecomposeRule:
                 stage_def.sizes([*(s for s in ins if s is not None), shapes[st.target]]), dict
             ):
                 return None
-        return [shapes[t] for t in self.temporaries]
+        return shapes
 
     def value_mismatch(self, ops: Mapping[str, Any]) -> str | None:
         """Why the stages do not compute the op, judged on random inputs; None if they do.
@@ -251,28 +260,18 @@ class DecomposeRule:
         self, ops: Mapping[str, Any], env: dict[str, Any], out_shape: tuple[int, ...]
     ) -> Any:
         """The output the stages compute from the inputs in ``env`` (see ``value_mismatch``),
-        or None if a stage's operands disagree on a size or a temporary's is unbound."""
+        or None if a temporary's shape is unbound or a stage's operands disagree on one."""
         import numpy as np
 
+        known = {name: x.shape for name, x in env.items()}
+        shapes = self._shapes(ops, {**known, self.output: out_shape})
+        if shapes is None:
+            return None
         env[self.output] = np.full(out_shape, np.nan)
         for st in self.stages:
-            stage_def = ops[st.op]
+            target = env[st.target] if st.target in env else np.zeros(shapes[st.target])
             args = [env[a] for a in st.args]
-            bound: dict[str, int] = {}
-            for acc, arg in zip(stage_def.inputs, args, strict=True):
-                for ix, n in zip(acc.indices, arg.shape, strict=True):
-                    if bound.setdefault(ix, n) != n:
-                        return None
-            if st.target in env:
-                target = env[st.target]
-                for ix, n in zip(stage_def.output.indices, target.shape, strict=True):
-                    if bound.setdefault(ix, n) != n:
-                        return None
-            elif all(ix in bound for ix in stage_def.output.indices):
-                target = np.zeros(stage_def.operand_shape(len(stage_def.inputs), bound))
-            else:
-                return None
-            env[st.target] = stage_def.reference(args, target, accum=st.accum)
+            env[st.target] = ops[st.op].reference(args, target, accum=st.accum)
         return env[self.output]
 
 
