@@ -39,7 +39,7 @@ from morello.cost import action_cost, action_peaks, work
 from morello.impl import Action, Impl
 from morello.search.exhaustive import fits
 from morello.search.expand import spec_actions
-from morello.search.solve import Memo, answerer, deep_recursion
+from morello.search.solve import Memo, answerer, walking
 from morello.spec import Spec
 
 _Key = tuple[Any, ...]
@@ -88,7 +88,7 @@ class KBest:
     def impls(self, spec: Spec, limit: int) -> Iterator[Impl]:
         """Up to ``limit`` Impls of ``spec``, cheapest first."""
         for k in range(limit):
-            with deep_recursion():
+            with walking():
                 impl = self.impl(spec, k)
             if impl is None:
                 return
@@ -115,7 +115,7 @@ class KBest:
         ``deviate``, a uniformly drawn action instead of the cheapest one (its children drawn
         the same way); an action whose tree does not fit its Spec's limits is passed over
         for the cheapest. ``spec`` must have an Impl."""
-        with deep_recursion():
+        with walking():
             return self._sample(spec, rng, deviate)
 
     def _sample(self, spec: Spec, rng: random.Random, deviate: float) -> Impl:

@@ -15,7 +15,7 @@ from morello.db.table import MISSING, Decided, MemoTable
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.rules.rewrites import SchemaRule
 from morello.rules.ruleset import layout_named
-from morello.search.solve import answerer, deep_recursion, synthesize
+from morello.search.solve import answerer, synthesize, walking
 from morello.spec import (
     EVERY_LEVEL,
     NO_CEILING,
@@ -64,7 +64,7 @@ def _without_ceilings(mp: pytest.MonkeyPatch) -> None:
 def _answers(ctx: SynthesisContext, specs: list[Spec]) -> list[int | None]:
     """The cost of each Spec, all answered by one walk (in order), None without one."""
     answer = answerer(ctx, {})
-    with deep_recursion():
+    with walking():
         return [None if (got := answer(s)) is None else got.cost for s in specs]
 
 

@@ -6,6 +6,7 @@ iteration order of a set or dict keyed by hashed objects.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from morello.context import SynthesisContext
 from morello.impl import Impl
-from morello.search.solve import Solution, synthesize
+from morello.search.solve import _WALK_GC_THRESHOLD, Solution, synthesize, walking
 from morello.spec import Spec
 
 SHAPES = [(1, 1, 1), (2, 3, 4), (4, 4, 4), (1, 2, 8)]
@@ -97,3 +98,15 @@ def test_other_hash_seeds_give_the_same_tree(
             timeout=300,
         )
         assert json.loads(done.stdout) == here, f"PYTHONHASHSEED={seed}"
+
+
+def test_walking_sets_python_up_and_restores_it() -> None:
+    """The walk runs with a deep recursion limit and rare garbage collections, and Python's
+    own settings are back afterwards, also when the walk raises."""
+    limit, thresholds = sys.getrecursionlimit(), gc.get_threshold()
+    with pytest.raises(KeyError), walking():
+        assert sys.getrecursionlimit() >= 20_000
+        assert gc.get_threshold()[0] >= _WALK_GC_THRESHOLD
+        assert gc.get_threshold()[1:] == thresholds[1:]
+        raise KeyError
+    assert (sys.getrecursionlimit(), gc.get_threshold()) == (limit, thresholds)
