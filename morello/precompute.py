@@ -110,6 +110,9 @@ def root_goals(
 ) -> list[tuple[tuple[int, ...], Spec]]:
     """Every root Spec of ``op`` within the bounds, with its shape (index sizes, in the op's
     index order)."""
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        raise SpecError(f"unknown dtype {unknown[0]!r} (known: {', '.join(DTYPES)})")
     opdef = ctx.ruleset.ops[op]
     nops = len(opdef.operands)
     combos = [c for c in itertools.product(dtypes, repeat=nops) if ctx.ruleset.implementable(op, c)]

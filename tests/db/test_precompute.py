@@ -120,6 +120,10 @@ def test_a_second_precompute_into_one_file_is_refused(
         (["--op", "conv", "--up-to", "2"], "unknown op 'conv' (the rule set has: "),
         (["--op", "matmul", "--up-to", "0"], "argument --up-to: must be 1 or more, found 0"),
         (["--op", "matmul", "--up-to", "2", "--dtypes", "u8"], "implements matmul with"),
+        (
+            ["--op", "matmul", "--up-to", "2", "--dtypes", "f32,q7"],
+            "unknown dtype 'q7' (known: f32,",
+        ),
         (["--op", "matmul", "--up-to", "2", "--workers", "0"], "--workers: must be 1 or more"),
         (["--op", "matmul", "--up-to", "2", "--scheduler", "host"], "'host' is not a Dask"),
     ],
