@@ -7,6 +7,7 @@ exit with its code; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -41,6 +42,7 @@ examples (TARGET is a name that --list-targets prints):
   python -m morello precompute --target TARGET --op matmul --up-to 32 fill it on Dask
   python -m morello fidelity --target TARGET examples/matmul_64.lark  time the 50 cheapest
   python -m morello calibrate --target TARGET                         fit the cost model here
+  python -m morello kernels --target TARGET --rules my.rules --check  test your kernels
 """
 
 
@@ -177,6 +179,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fidelity_main(argv[1:])
     if argv and argv[0] == "calibrate":
         return _calibrate_main(argv[1:])
+    if argv and argv[0] == "kernels":
+        return _kernels_main(argv[1:])
     args = _parse(_parser(), argv)
     if isinstance(args, int):
         return args
@@ -761,6 +765,126 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", metavar="PATH", help="memo table file (default: the target's)")
     p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
     return p
+
+
+KERNELS_DESCRIPTION = """\
+List the kernels of a target's rule set (with --rules files), or check them one by one.
+
+Each line names a kernel, the file and line that declare it, and the smallest Spec its
+pattern describes. --check tests each kernel alone: its pattern must match that Spec; a root
+in main memory, with the kernel's op served by that kernel only, must use it; and the C of
+that root must compile and match NumPy on three inputs. A kernel whose code this machine
+cannot run is checked up to the compiling and reported as skipped, saying why. --check
+checks the kernels named, else those of the --rules files, else every kernel. Exits with 1
+when a kernel fails its check.
+"""
+
+
+def _kernels_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="morello kernels",
+        description=KERNELS_DESCRIPTION,
+        epilog="examples:\n  python -m morello kernels --target TARGET\n"
+        "  python -m morello kernels --target TARGET --rules my.rules --check\n"
+        "  python -m morello kernels --target TARGET --check vadd_f32x8",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="kernels to list or check")
+    p.add_argument("--target", "-t", help="target whose rule set to read (see --list-targets)")
+    p.add_argument("--rules", action="append", default=[], metavar="PATH", help="extra rule files")
+    p.add_argument("--check", action="store_true", help="compile, run and compare each kernel")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    return p
+
+
+def _kernels_main(argv: Sequence[str]) -> int:
+    args = _parse(_kernels_parser(), argv)
+    if isinstance(args, int):
+        return args
+    from morello.codegen import kernel_check
+
+    try:
+        plugins = Plugins()
+        ctx = make_context(args.target or _default_target(plugins), plugins, args.rules, None)
+        kernels = list(ctx.ruleset.kernels)
+        if args.names:
+            known = {k.name for k in kernels}
+            for name in args.names:
+                if name not in known:
+                    raise MorelloError(
+                        f"target {ctx.target.name} has no kernel {name!r} (list them with "
+                        f"`python -m morello kernels --target {ctx.target.name}`)"
+                    )
+            kernels = [k for k in kernels if k.name in args.names]
+        elif args.check and args.rules:
+            kernels = [k for k in kernels if _from_paths(k, args.rules)]
+            if not kernels:
+                raise MorelloError(f"the --rules files declare no kernel for {ctx.target.name}")
+        if not args.check:
+            rows = [
+                {
+                    "kernel": k.name,
+                    "location": _where(k),
+                    "pattern": kernel_check.leaf_spec(k, ctx).describe(),
+                }
+                for k in kernels
+            ]
+            if args.json:
+                print(json.dumps(rows, indent=2))
+            else:
+                for r in rows:
+                    print(f"{r['kernel']:28} {r['location']:36} {r['pattern']}")
+            return ExitCode.OK
+        from morello.codegen.compile import scratch_folder
+
+        reports = []
+        with scratch_folder("morello-kernels-") as workdir:
+            for k in kernels:
+                report = attrs.evolve(
+                    kernel_check.check_kernel(k, ctx, workdir), location=_where(k)
+                )
+                reports.append(report)
+                if not args.json:
+                    print(
+                        f"{report.outcome:8} {report.kernel:28} {report.location}: {report.detail}",
+                        flush=True,
+                    )
+    except MorelloError as exc:
+        print(exc.format(), file=sys.stderr)
+        return int(exc.exit_code)
+    counts = {o: sum(r.outcome == o for r in reports) for o in ("passed", "failed", "skipped")}
+    if args.json:
+        print(json.dumps([attrs.asdict(r) for r in reports], indent=2))
+    else:
+        print(
+            f"{len(reports)} kernel{'' if len(reports) == 1 else 's'} of {ctx.target.name} "
+            "checked: " + ", ".join(f"{n} {o}" for o, n in counts.items()),
+            file=sys.stderr,
+        )
+    return ExitCode.CHECK_FAILED if counts["failed"] else ExitCode.OK
+
+
+def _where(kernel: Any) -> str:
+    """Where ``kernel`` is declared: file:line:col, the file relative to the working folder
+    when it is inside it."""
+    if kernel.loc is None:
+        return str(kernel.rule_set)
+    path = Path(kernel.loc.path)
+    with contextlib.suppress(ValueError):
+        path = path.resolve().relative_to(Path.cwd())
+    return f"{path}:{kernel.loc.line}:{kernel.loc.column}"
+
+
+def _from_paths(kernel: Any, paths: Sequence[str]) -> bool:
+    """Whether ``kernel`` is declared in one of ``paths`` (files, or folders of them)."""
+    if kernel.loc is None:
+        return False
+    where = Path(kernel.loc.path).resolve()
+    for p in paths:
+        given = Path(p).resolve()
+        if where == given or given in where.parents:
+            return True
+    return False
 
 
 def _coefficients_text(coeffs: Any) -> list[str]:
