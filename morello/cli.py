@@ -773,8 +773,8 @@ List the kernels of a target's rule set (with --rules files), or check them one 
 Each line names a kernel, the file and line that declare it, and the smallest Spec its
 pattern describes. --check tests each kernel alone: its pattern must match that Spec; a root
 in main memory, with the kernel's op served by that kernel only, must use it; and the C of
-that root must compile and match NumPy on three inputs. A kernel whose code this machine
-cannot run is checked up to the compiling and reported as skipped, saying why. --check
+that root must compile and match NumPy on three inputs. Of a kernel whose code this machine
+cannot run only the pattern is checked, and it is reported as skipped, saying why. --check
 checks the kernels named, else those of the --rules files, else every kernel. Exits with 1
 when a kernel fails its check.
 """
