@@ -7,7 +7,6 @@ exit with its code; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -802,6 +801,7 @@ def _kernels_main(argv: Sequence[str]) -> int:
     if isinstance(args, int):
         return args
     from morello.codegen import kernel_check
+    from morello.lang.rule_sets import expand_rule_paths
 
     try:
         plugins = Plugins()
@@ -817,14 +817,15 @@ def _kernels_main(argv: Sequence[str]) -> int:
                     )
             kernels = [k for k in kernels if k.name in args.names]
         elif args.check and args.rules:
-            kernels = [k for k in kernels if _from_paths(k, args.rules)]
+            mine = {str(p) for p in expand_rule_paths(args.rules)}
+            kernels = [k for k in kernels if k.loc is not None and k.loc.path in mine]
             if not kernels:
                 raise MorelloError(f"the --rules files declare no kernel for {ctx.target.name}")
         if not args.check:
             rows = [
                 {
                     "kernel": k.name,
-                    "location": _where(k),
+                    "location": kernel_check.declared_at(k),
                     "pattern": kernel_check.leaf_spec(k, ctx).describe(),
                 }
                 for k in kernels
@@ -840,9 +841,7 @@ def _kernels_main(argv: Sequence[str]) -> int:
         reports = []
         with scratch_folder("morello-kernels-") as workdir:
             for k in kernels:
-                report = attrs.evolve(
-                    kernel_check.check_kernel(k, ctx, workdir), location=_where(k)
-                )
+                report = kernel_check.check_kernel(k, ctx, workdir)
                 reports.append(report)
                 if not args.json:
                     print(
@@ -862,29 +861,6 @@ def _kernels_main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
     return ExitCode.CHECK_FAILED if counts["failed"] else ExitCode.OK
-
-
-def _where(kernel: Any) -> str:
-    """Where ``kernel`` is declared: file:line:col, the file relative to the working folder
-    when it is inside it."""
-    if kernel.loc is None:
-        return str(kernel.rule_set)
-    path = Path(kernel.loc.path)
-    with contextlib.suppress(ValueError):
-        path = path.resolve().relative_to(Path.cwd())
-    return f"{path}:{kernel.loc.line}:{kernel.loc.column}"
-
-
-def _from_paths(kernel: Any, paths: Sequence[str]) -> bool:
-    """Whether ``kernel`` is declared in one of ``paths`` (files, or folders of them)."""
-    if kernel.loc is None:
-        return False
-    where = Path(kernel.loc.path).resolve()
-    for p in paths:
-        given = Path(p).resolve()
-        if where == given or given in where.parents:
-            return True
-    return False
 
 
 def _coefficients_text(coeffs: Any) -> list[str]:

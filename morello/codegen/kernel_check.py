@@ -21,6 +21,7 @@ runs this for every kernel of the target under test (``tests/rules/test_every_ke
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import attrs
@@ -65,6 +66,17 @@ class KernelReport:
     location: str
     outcome: str
     detail: str
+
+
+def declared_at(kernel: Kernel) -> str:
+    """Where ``kernel`` is declared: file:line:col, the file relative to the working folder
+    when it is inside it (its rule set's name if it has no location)."""
+    if kernel.loc is None:
+        return kernel.rule_set
+    path = Path(kernel.loc.path)
+    with contextlib.suppress(ValueError):
+        path = path.resolve().relative_to(Path.cwd())
+    return f"{path}:{kernel.loc.line}:{kernel.loc.column}"
 
 
 # ---- building Specs from patterns --------------------------------------------------------
@@ -242,10 +254,8 @@ def check_kernel(kernel: Kernel, ctx: SynthesisContext, workdir: Path) -> Kernel
     from morello.codegen.header import lower_to_c
     from morello.codegen.runner import cannot_run
 
-    where = str(kernel.loc) if kernel.loc is not None else kernel.rule_set
-
     def report(outcome: str, detail: str) -> KernelReport:
-        return KernelReport(kernel.name, where, outcome, detail)
+        return KernelReport(kernel.name, declared_at(kernel), outcome, detail)
 
     if not matches_own_pattern(kernel, ctx):
         spec = leaf_spec(kernel, ctx)

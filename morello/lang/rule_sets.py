@@ -43,7 +43,11 @@ def builtin_rule_files() -> list[Traversable]:
     return [t for _, t in sorted(out, key=lambda p: p[0])]
 
 
-def _expand_paths(paths: Iterable[Traversable | Path | str]) -> list[Traversable | Path]:
+def expand_rule_paths(
+    paths: Iterable[Traversable | Path | str],
+) -> list[Traversable | Path]:
+    """The rule files ``paths`` name: each file as given, each folder's ``*.rules`` files in
+    name order (the paths kernels' and rules' locations then carry)."""
     out: list[Traversable | Path] = []
     for p in paths:
         node = Path(p) if isinstance(p, str) else p
@@ -98,7 +102,7 @@ def load_rule_set(
     builtin = {rf.path for rf in chosen}  # evaluated by the test suite, not at each start
     known_sets = {rf.rule_set for rf in chosen}
     missing = [s for s in target.rule_sets if s not in known_sets]
-    chosen.extend(_read(node, names, policies) for node in _expand_paths(extra))
+    chosen.extend(_read(node, names, policies) for node in expand_rule_paths(extra))
     if missing and not any(rf.rule_set in missing for rf in chosen):
         raise RuleError(
             f"target {target.name!r} enables rule set(s) {', '.join(missing)} "
