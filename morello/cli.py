@@ -123,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-db", action="store_true", help="keep the memo table in memory only")
     _add_threads(p)
+    _add_jobs(p)
     p.add_argument("--list-targets", action="store_true", help="list installed targets and exit")
     p.add_argument("--version", action="version", version=f"morello {__version__}")
     return p
@@ -144,6 +145,20 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
         help="most threads a parallel loop of a 'parallel func' may run on, from 1 to the "
         "target's processors (default: all of them, whatever this machine has, so the C "
         "does not depend on it); 1 makes a 'parallel func' an error",
+    )
+
+
+def _add_jobs(p: argparse.ArgumentParser) -> None:
+    from morello.search.parallel import default_jobs
+
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=_count(1),
+        default=default_jobs(),
+        metavar="N",
+        help="processes that search at once, trading what each solved (default: one per "
+        f"core, at most 4; here {default_jobs()}); the program is the same for any N",
     )
 
 
@@ -353,7 +368,7 @@ def _synthesize_file(
         with _progress_bar() as bar:
             for program in programs:
                 bar.set_description(f"synthesizing {program.name}", refresh=False)
-                impl, stats = synthesize(program.spec, ctx, table, bar.update)
+                impl, stats = synthesize(program.spec, ctx, table, bar.update, jobs=args.jobs)
                 solved.append((program, impl, stats))
                 table.release()  # saved; what this function alone needed is let go
     finally:
@@ -525,6 +540,7 @@ def _bench_parser() -> argparse.ArgumentParser:
         help="seconds per batch (default 0.05)",
     )
     _add_table_and_rules(p)
+    _add_jobs(p)
     return p
 
 
@@ -1001,6 +1017,7 @@ def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool)
             "specs_visited": s.specs_visited,
             "graph_nodes": s.graph_nodes,
             "graph_edges": s.graph_edges,
+            "specs_taken_in": s.specs_taken_in,
             "seconds": round(s.seconds, 4),
         }
         for p, impl, s in solved
@@ -1011,7 +1028,9 @@ def _print_stats(solved: list[tuple[Program, Impl, SearchStats]], as_json: bool)
     for r in rows:
         print(
             f"# {r['function']}: cost {r['cost']}, {r['specs_visited']} specs visited, "
-            f"{r['graph_nodes']} graph nodes, {r['graph_edges']} edges, {r['seconds']:.3f} s",
+            f"{r['graph_nodes']} graph nodes, {r['graph_edges']} edges, "
+            + (f"{r['specs_taken_in']} taken from helpers, " if r["specs_taken_in"] else "")
+            + f"{r['seconds']:.3f} s",
             file=sys.stderr,
         )
 

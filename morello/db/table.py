@@ -193,7 +193,7 @@ class MemoTable:
         return t
 
     def put(
-        self, spec: Spec, solution: Solution | None, ceiling: tuple[int, ...] | None = None
+        self, spec: Spec, solution: Solution | Stored | None, ceiling: tuple[int, ...] | None = None
     ) -> None:
         """Store the solution (or the absence of one) of ``spec``, which holds from its peaks
         up to ``ceiling`` (per level, at least ``spec``'s limits; None: those limits)."""
@@ -214,11 +214,13 @@ class MemoTable:
             table.insert((*point[:nsize], *(0 for _ in point[nsize:])), point, None)
             self._unsaved[spec] = None
         else:
-            decision = decision_of(solution.action)
+            decision = (
+                solution.decision if isinstance(solution, Stored) else decision_of(solution.action)
+            )
             if any(map(operator.gt, solution.peaks, spec.limits)):
                 # A node kind's peaks rule is wrong: the box would run backwards.
                 raise AssertionError(
-                    f"{solution.action.describe()} needs {solution.peaks}, more than the "
+                    f"{decision} needs {solution.peaks}, more than the "
                     f"limits {spec.limits} of {spec.describe()} it was chosen under"
                 )
             peaks = tuple(limit_coord(p) for p in solution.peaks)

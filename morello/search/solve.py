@@ -56,14 +56,16 @@ class SearchStats:
     """Size and duration of one synthesis.
 
     ``specs_visited`` counts the Specs whose actions were enumerated and solved,
-    ``graph_nodes`` every Spec the walk met (answered from earlier results or not), and
-    ``graph_edges`` the sub-Spec references it followed.
+    ``graph_nodes`` every Spec the walk met (answered from earlier results or not),
+    ``graph_edges`` the sub-Spec references it followed, and ``specs_taken_in`` the
+    answers helper walks solved and sent (``synthesize``'s ``jobs``).
     """
 
     specs_visited: int
     graph_nodes: int
     graph_edges: int
     seconds: float
+    specs_taken_in: int = 0
 
 
 Answer = Solution | Stored | None
@@ -82,6 +84,17 @@ def _goal(spec: Spec) -> tuple[Any, ...]:
 
 def _at_most(low: tuple[int, ...], high: tuple[int, ...]) -> bool:
     return all(a <= b for a, b in zip(low, high, strict=True))
+
+
+_TRADE_EVERY = 256  # Specs solved between two trades of answers with helper walks
+
+
+def _rotated(actions: list[Action], first: int) -> Iterator[tuple[int, Action]]:
+    """``actions`` with their positions, from position ``first`` round to ``first - 1``."""
+    n = len(actions)
+    for i in range(n):
+        j = (first + i) % n
+        yield j, actions[j]
 
 
 def _ceiling(spec: Spec, shortfalls: dict[int, int]) -> list[int]:
@@ -150,6 +163,12 @@ class _Walk:
             dead_ends = ctx.derived["dead_ends"] = DeadEnds(ctx)
         self.dead_ends: DeadEnds = dead_ends
         self.edges = 0
+        # Walking with helpers (``morello.search.parallel``): where this walk starts in each
+        # Spec's action list, what it solved since it last traded answers with them, and
+        # the trade, run every ``_TRADE_EVERY`` Specs solved (None: walking alone).
+        self.first_action: Callable[[int], int] = lambda count: 0
+        self.outbox: list[tuple[Any, ...]] | None = None
+        self.trade: Callable[[], None] | None = None
 
     def answer(self, spec: Spec) -> Answer:
         """The best solution of ``spec`` (a Stored decision when found for other limits)."""
@@ -179,6 +198,8 @@ class _Walk:
                 return None  # no implementation under more memory: none under less
             if _at_most(sol.peaks, spec.limits):
                 self.ceilings[spec] = ceiling
+                if isinstance(sol, Stored):
+                    return sol
                 return Stored(decision_of(sol.action), sol.cost, sol.peaks)
         return MISSING
 
@@ -240,7 +261,8 @@ class _Walk:
         ceiling = _ceiling(spec, shortfalls)
         bound = ceiling == list(spec.limits)  # then the children cannot lower it
         ceilings = self.ceilings
-        for index, action in enumerate(actions):
+        first = self.first_action(len(actions))
+        for index, action in enumerate(actions) if not first else _rotated(actions, first):
             subs: list[Solution | Stored] = []
             for child in action.children:
                 self.edges += 1
@@ -269,7 +291,36 @@ class _Walk:
             self.memo.put(spec, winner, held)
         if self.progress is not None and len(self.solved) % _PROGRESS_EVERY == 0:
             self.progress(_PROGRESS_EVERY)
+        if self.outbox is not None:
+            if winner is None:
+                self.outbox.append((spec, None, 0, (), held))
+            else:
+                self.outbox.append(
+                    (spec, decision_of(winner.action), winner.cost, winner.peaks, held)
+                )
+            if self.trade is not None and len(self.outbox) >= _TRADE_EVERY:
+                self.trade()
         return winner
+
+    def take_in(self, answers: list[tuple[Any, ...]]) -> int:
+        """Answers another walk of the same rules solved (``outbox``): each becomes this
+        walk's answer of its Spec, with its ceiling, unless this walk has one or is solving
+        it. Returns how many were new here."""
+        new = 0
+        memo = self.memo if isinstance(self.memo, MemoTable) else None
+        for spec, decision, cost, peaks, held in answers:
+            if spec in self.answers or spec in self.path:
+                continue
+            got = None if decision is None else Stored(decision, cost, peaks)
+            self.answers[spec] = got
+            self.ceilings[spec] = held
+            self.ranges.setdefault(_goal(spec), []).append((held, got))
+            if memo is not None:
+                memo.put(spec, got, held)
+            new += 1
+        if new and self.progress is not None:
+            self.progress(new)  # the bar counts every walk's Specs
+        return new
 
     def _report_cycle(self, spec: Spec) -> None:
         path = list(self.path)
@@ -346,20 +397,32 @@ def synthesize(
     ctx: SynthesisContext,
     memo: Memo | None = None,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> tuple[Impl, SearchStats]:
     """The cheapest Impl of ``spec`` and statistics of the search.
 
     ``memo`` (a MemoTable, or a plain dict of Spec -> Solution) holds earlier solutions: Specs
     found there are not solved again, and every Spec solved here is added to it.
     ``progress(n)`` is told every few hundred Specs solved (a progress bar's ``update``).
+    ``jobs``: walks of the graph at once, this one and ``jobs - 1`` helper processes that
+    trade answers with it (``morello.search.parallel``); the Impl is the same for any number.
+    Helpers start only where ``memo`` does not hold the answer already.
 
     Raises:
         NoImplementationError: nothing implements ``spec`` within its memory limits.
     """
+    from morello.search.parallel import helpers
+
     start = time.perf_counter()
     walk = _Walk(ctx, memo, progress)
+    taken_in = 0
     with walking():
-        if walk.answer(spec) is None:
+        if jobs > 1 and walk._remembered(spec) is not MISSING:
+            jobs = 1  # answered already: nothing to share out
+        with helpers(walk, spec, ctx, jobs) as link:
+            root = walk.answer(spec)
+            taken_in = link.taken_in if link is not None else 0
+        if root is None:
             walk.record(None)
             limits = ", ".join(
                 f"{lv.name} {n}{'' if lv.counts_registers else ' lines'}"
@@ -376,5 +439,6 @@ def synthesize(
         graph_nodes=len(walk.answers),
         graph_edges=walk.edges,
         seconds=time.perf_counter() - start,
+        specs_taken_in=taken_in,
     )
     return impl, stats

@@ -1,0 +1,130 @@
+"""Synthesis with helper walks (``synthesize(..., jobs=N)``): the same program as one walk,
+every answer a helper sends is the one a walk alone finds, what it sends reaches the memo
+table, and no helper process outlives the call."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+
+from morello.context import SynthesisContext
+from morello.db.sqlite import open_table
+from morello.db.table import Stored, decision_of
+from morello.errors import NoImplementationError
+from morello.lang.spec_file import build_program, parse_spec_file
+from morello.search import parallel, solve
+from morello.search.solve import answerer, synthesize, walking
+from morello.spec import Spec
+
+pytestmark = pytest.mark.skipif(not parallel.can_fork(), reason="helper walks need fork")
+
+DENSE = """\
+func dense(x: f32[4, 16], w: f32[16, 8], b: f32[8]) -> y: f32[4, 8] {
+    y = relu(add(matmul(x, w), b))
+}
+"""
+
+
+def spec_of(ctx: SynthesisContext, text: str) -> Spec:
+    (func,) = parse_spec_file("<test>", text).funcs
+    return build_program(func, ctx).spec
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Every answer the caller's walk takes in from helpers, as sent."""
+    got: list[tuple] = []
+    take_in = solve._Walk.take_in
+
+    def recording(self, answers):  # type: ignore[no-untyped-def]
+        got.extend(answers)
+        return take_in(self, answers)
+
+    monkeypatch.setattr(solve._Walk, "take_in", recording)
+    return got
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_helpers_give_the_program_one_walk_gives(
+    ctx: SynthesisContext, matmul_spec, taken: list[tuple], jobs: int
+) -> None:
+    for spec in (matmul_spec(8, 16, 8), spec_of(ctx, DENSE)):
+        alone, alone_stats = synthesize(spec, ctx)
+        helped, stats = synthesize(spec, ctx, jobs=jobs)
+        assert helped == alone
+        assert helped.cost == alone.cost
+        assert alone_stats.specs_taken_in == 0
+        # the helpers did part of the work: their answers arrived and were used
+        assert stats.specs_taken_in > 0
+        assert stats.specs_visited < alone_stats.specs_visited
+    assert taken
+
+
+def test_every_answer_a_helper_sends_is_the_walks_own(
+    ctx: SynthesisContext, taken: list[tuple]
+) -> None:
+    synthesize(spec_of(ctx, DENSE), ctx, jobs=2)
+    assert len(taken) > 100
+    answer = answerer(ctx)
+    with walking():
+        for spec, decision, cost, peaks, _ceiling in taken:
+            own = answer(spec)
+            if decision is None:
+                assert own is None, spec.describe()
+                continue
+            assert own is not None, spec.describe()
+            own_decision = own.decision if isinstance(own, Stored) else decision_of(own.action)
+            assert (own_decision, own.cost, own.peaks) == (decision, cost, peaks), spec.describe()
+
+
+def test_what_helpers_solve_is_stored_in_the_memo_table(
+    ctx: SynthesisContext, tmp_path: Path
+) -> None:
+    spec = spec_of(ctx, DENSE)
+    table = open_table(tmp_path / "memo.db", ctx)
+    try:
+        first, stats = synthesize(spec, ctx, table, jobs=2)
+        assert stats.specs_taken_in > 0
+    finally:
+        table.close()
+    table = open_table(tmp_path / "memo.db", ctx)
+    try:
+        again, stats = synthesize(spec, ctx, table, jobs=2)
+    finally:
+        table.close()
+    assert again == first
+    assert stats.specs_visited == 0  # everything read back, helpers' answers too
+    assert stats.specs_taken_in == 0  # and none started
+
+
+def test_no_helper_outlives_the_call(ctx: SynthesisContext, matmul_spec) -> None:
+    synthesize(matmul_spec(8, 8, 8), ctx, jobs=2)
+    assert multiprocessing.active_children() == []
+    # also when the search finds no implementation
+    tight = matmul_spec(16, 16, 16)
+    tight = attrs.evolve(tight, limits=tuple(0 for _ in tight.limits))
+    with pytest.raises(NoImplementationError):
+        synthesize(tight, ctx, jobs=2)
+    assert multiprocessing.active_children() == []
+
+
+def test_cli_jobs(tmp_path: Path) -> None:
+    spec = tmp_path / "mm.lark"
+    spec.write_text(
+        "func mm(a: f32[8, 16], b: f32[16, 8]) -> c: f32[8, 8] {\n    c = matmul(a, b)\n}\n"
+    )
+    run = [sys.executable, "-m", "morello", "--target", "zen1", "--no-db", str(spec)]
+    alone = subprocess.run([*run, "--jobs", "1"], capture_output=True, text=True, check=True)
+    helped = subprocess.run(
+        [*run, "-j", "2", "--stats"], capture_output=True, text=True, check=True
+    )
+    assert helped.stdout == alone.stdout
+    assert "taken from helpers" in helped.stderr
+    bad = subprocess.run([*run, "--jobs", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "--jobs" in bad.stderr and "Traceback" not in bad.stderr
