@@ -219,8 +219,9 @@ class MemoTable:
             )
             if any(map(operator.gt, solution.peaks, spec.limits)):
                 # A node kind's peaks rule is wrong: the box would run backwards.
+                what = decision if isinstance(solution, Stored) else solution.action.describe()
                 raise AssertionError(
-                    f"{decision} needs {solution.peaks}, more than the "
+                    f"{what} needs {solution.peaks}, more than the "
                     f"limits {spec.limits} of {spec.describe()} it was chosen under"
                 )
             peaks = tuple(limit_coord(p) for p in solution.peaks)

@@ -7,7 +7,8 @@ hundred Specs it solves, each walk sends the answers it found since the last tim
 other walk and takes in theirs (``_Walk.take_in``): a Spec one walk solved is not solved
 again by another once the answer has arrived. The first walk (the caller's, in this
 process) keeps the memo table, into which it also puts what it takes in, and builds the
-Impl; the helpers are stopped as soon as it has the answer.
+Impl; the helpers are stopped as soon as it has the answer. Where the process cannot fork
+safely (``can_fork``), the walk runs alone.
 
 Which walk found an answer does not change it: a Spec's best action is chosen by cost, then
 peaks, then its position in the Spec's own action list, whatever order the list was walked
@@ -26,6 +27,7 @@ import contextlib
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
@@ -47,9 +49,18 @@ def default_jobs() -> int:
     return max(1, min(cores, 4))
 
 
+# Libraries that run threads of their own once imported: a fork copies the process with
+# those threads stopped wherever they were, and the child may then wait forever on a lock
+# one of them held (JAX warns so at every fork). Where one is loaded, the walk runs alone.
+_THREADED_LIBRARIES = ("jax", "torch", "tensorflow")
+
+
 def can_fork() -> bool:
-    """Whether helper walks can run here (they are forked processes)."""
-    return "fork" in multiprocessing.get_all_start_methods()
+    """Whether helper walks can run here: they are forked processes, so the platform must
+    fork, and no library that runs threads of its own may be loaded."""
+    return "fork" in multiprocessing.get_all_start_methods() and not any(
+        name in sys.modules for name in _THREADED_LIBRARIES
+    )
 
 
 class _Link:

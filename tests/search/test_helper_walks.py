@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import attrs
@@ -21,13 +22,25 @@ from morello.search import parallel, solve
 from morello.search.solve import answerer, synthesize, walking
 from morello.spec import Spec
 
-pytestmark = pytest.mark.skipif(not parallel.can_fork(), reason="helper walks need fork")
+pytestmark = [
+    pytest.mark.skipif(
+        "fork" not in multiprocessing.get_all_start_methods(), reason="helper walks need fork"
+    ),
+    # JAX warns at every fork once it is loaded (another test in this process may have)
+    pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning"),
+]
 
 DENSE = """\
 func dense(x: f32[4, 16], w: f32[16, 8], b: f32[8]) -> y: f32[4, 8] {
     y = relu(add(matmul(x, w), b))
 }
 """
+
+
+@pytest.fixture(autouse=True)
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Helpers start even where another test loaded JAX (they never touch it)."""
+    monkeypatch.setattr(parallel, "_THREADED_LIBRARIES", ())
 
 
 def spec_of(ctx: SynthesisContext, text: str) -> Spec:
@@ -128,3 +141,14 @@ def test_cli_jobs(tmp_path: Path) -> None:
     bad = subprocess.run([*run, "--jobs", "0"], capture_output=True, text=True)
     assert bad.returncode == 2
     assert "--jobs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_no_helpers_where_a_threaded_library_is_loaded(
+    ctx: SynthesisContext, matmul_spec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "_THREADED_LIBRARIES", ("jax",))
+    monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))
+    assert not parallel.can_fork()
+    impl, stats = synthesize(matmul_spec(8, 16, 8), ctx, jobs=2)
+    assert stats.specs_taken_in == 0
+    assert impl == synthesize(matmul_spec(8, 16, 8), ctx)[0]
