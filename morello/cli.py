@@ -167,11 +167,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Output piped into a program that stops reading early (``| head``) ends the run quietly
     with ``ExitCode.BROKEN_PIPE`` (what a shell gives a command killed by SIGPIPE), not a
-    traceback.
+    traceback; Ctrl-C ends it with one line and ``ExitCode.INTERRUPTED``.
     """
     try:
         code = _main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe is found here, not at exit
+    except KeyboardInterrupt:
+        # The memo table was flushed on the way out (what the search solved is kept), and
+        # helper walks were stopped.
+        print("morello: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # Nothing more can be written; point stdout at /dev/null so that the interpreter's
         # own flush at exit does not complain again.

@@ -20,6 +20,8 @@ class ExitCode(enum.IntEnum):
     USAGE_ERROR = 2
     #: The output was piped into a program that stopped reading (``| head``): what a shell
     #: reports for a command killed by SIGPIPE (128 + 13).
+    #: Interrupted (Ctrl-C): what a shell reports for a command killed by SIGINT (128 + 2).
+    INTERRUPTED = 130
     BROKEN_PIPE = 141
 
 

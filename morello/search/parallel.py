@@ -27,6 +27,7 @@ import contextlib
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -120,6 +121,8 @@ def _help(
     when the first walk's process is gone."""
     from morello.search.solve import _Walk, walking
 
+    # Ctrl-C reaches the whole process group: the first walk stops this one (terminate).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for conn in others:  # only this walk's ends stay open here, so each pipe's EOF is seen
         conn.close()
     link = _Link(*mine)

@@ -4,9 +4,13 @@ table, and no helper process outlives the call."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -152,3 +156,31 @@ def test_no_helpers_where_a_threaded_library_is_loaded(
     impl, stats = synthesize(matmul_spec(8, 16, 8), ctx, jobs=2)
     assert stats.specs_taken_in == 0
     assert impl == synthesize(matmul_spec(8, 16, 8), ctx)[0]
+
+
+def test_ctrl_c_stops_every_walk_and_keeps_what_was_solved(tmp_path: Path) -> None:
+    db = tmp_path / "memo.db"
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    command = [sys.executable, "-m", "morello", "--target", "zen1", "--db", str(db), "-j", "2"]
+    run = subprocess.Popen(
+        [*command, str(examples / "softmax.lark")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches
+    )
+    time.sleep(4)
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    assert err.strip() == "morello: interrupted"
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # no helper left in the group
+        os.killpg(run.pid, 0)
+    stats = subprocess.run(
+        [sys.executable, "-m", "morello", "db", "stats", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(stats.stdout)["solved"] > 0
