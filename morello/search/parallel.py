@@ -13,7 +13,7 @@ safely (``can_fork``), the walk runs alone.
 Which walk found an answer does not change it: a Spec's best action is chosen by cost, then
 peaks, then its position in the Spec's own action list, whatever order the list was walked
 in, and a Spec's answer holds from its peaks up to its ceiling in any walk. So the program
-is the one a walk alone finds (tests/search/test_parallel.py checks that).
+is the one a walk alone finds (tests/search/test_helper_walks.py checks that).
 
 Each pair of walks has a pipe each way. A thread in each process receives without pause,
 so a send never waits for the other walk to reach its next trade; the batches are
