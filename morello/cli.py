@@ -151,14 +151,15 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
 def _add_jobs(p: argparse.ArgumentParser) -> None:
     from morello.search.parallel import default_jobs
 
+    jobs = default_jobs()
     p.add_argument(
         "--jobs",
         "-j",
         type=_count(1),
-        default=default_jobs(),
+        default=jobs,
         metavar="N",
         help="processes that search at once, trading what each solved (default: one per "
-        f"core, at most 4; here {default_jobs()}); the program is the same for any N",
+        f"core, at most 4; here {jobs}); the program is the same for any N",
     )
 
 

@@ -214,12 +214,11 @@ class MemoTable:
             table.insert((*point[:nsize], *(0 for _ in point[nsize:])), point, None)
             self._unsaved[spec] = None
         else:
-            decision = (
-                solution.decision if isinstance(solution, Stored) else decision_of(solution.action)
-            )
+            stored = isinstance(solution, Stored)  # another walk's answer (helper walks)
+            decision = solution.decision if stored else decision_of(solution.action)
             if any(map(operator.gt, solution.peaks, spec.limits)):
                 # A node kind's peaks rule is wrong: the box would run backwards.
-                what = decision if isinstance(solution, Stored) else solution.action.describe()
+                what = decision if stored else solution.action.describe()
                 raise AssertionError(
                     f"{what} needs {solution.peaks}, more than the "
                     f"limits {spec.limits} of {spec.describe()} it was chosen under"

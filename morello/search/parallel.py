@@ -154,18 +154,24 @@ def helpers(walk: _Walk, spec: Spec, ctx: SynthesisContext, jobs: int) -> Iterat
     # pipes[s][r]: (reader, writer) carrying walk s's answers to walk r
     pipes = {(s, r): mp.Pipe(duplex=False) for s in range(jobs) for r in range(jobs) if s != r}
 
-    def ends(i: int) -> tuple[list[Connection], list[Connection]]:
+    def ends(i: int) -> tuple[tuple[list[Connection], list[Connection]], list[Connection]]:
+        """Walk ``i``'s (inbound, outbound) ends, and every other end, which it closes."""
         inbound = [pipes[s, r][0] for (s, r) in pipes if r == i]
         outbound = [pipes[s, r][1] for (s, r) in pipes if s == i]
-        return inbound, outbound
+        others = [
+            pipe[end]
+            for (s, r), pipe in pipes.items()
+            for end in (0, 1)
+            if (r, s)[end] != i  # a reader is walk r's, a writer walk s's
+        ]
+        return (inbound, outbound), others
 
     every = [conn for pair in pipes.values() for conn in pair]
     procs = []
     link = None
     try:
         for i in range(1, jobs):
-            mine = ends(i)
-            others = [c for c in every if not any(c is m for m in (*mine[0], *mine[1]))]
+            mine, others = ends(i)
             proc = mp.Process(
                 target=_help,
                 args=(spec, ctx, i, jobs, mine, others, os.getpid()),
@@ -174,10 +180,9 @@ def helpers(walk: _Walk, spec: Spec, ctx: SynthesisContext, jobs: int) -> Iterat
             )
             proc.start()
             procs.append(proc)
-        mine = ends(0)
-        for conn in every:
-            if not any(conn is m for m in (*mine[0], *mine[1])):
-                conn.close()
+        mine, others = ends(0)
+        for conn in others:
+            conn.close()
         link = _Link(*mine)
         walk.outbox = []
         walk.trade = lambda: link.trade(walk)
