@@ -233,6 +233,11 @@ class MemoTable:
         ):
             self.flush()
 
+    def forget_miss(self, spec: Spec) -> None:
+        """Drop what ``get`` kept of a Spec it missed that will not be ``put`` (a walk that
+        only reads this table)."""
+        self._missed.pop(spec, None)
+
     def get(self, spec: Spec) -> Decided | object | None:
         """The stored decision of ``spec``, None if it has no implementation, or ``MISSING``."""
         box = self._box(spec)

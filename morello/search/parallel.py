@@ -35,6 +35,8 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from morello.context import SynthesisContext
     from morello.search.solve import _Walk
     from morello.spec import Spec
@@ -116,9 +118,13 @@ def _help(
     mine: tuple[list[Connection], list[Connection]],
     others: list[Connection],
     parent: int,
+    db: Path | None,
 ) -> None:
-    """Helper ``index``'s walk, in the forked process. It ends when its walk does, or
-    when the first walk's process is gone."""
+    """Helper ``index``'s walk, in the forked process. It reads the memo table file
+    ``db`` (if any) through a connection of its own, and ends when its walk does, or when
+    the first walk's process is gone."""
+    from morello.db.sqlite import open_table
+    from morello.errors import MemoTableError
     from morello.search.solve import _Walk, walking
 
     # Ctrl-C reaches the whole process group: the first walk stops this one (terminate).
@@ -126,7 +132,14 @@ def _help(
     for conn in others:  # only this walk's ends stay open here, so each pipe's EOF is seen
         conn.close()
     link = _Link(*mine)
-    walk = _Walk(ctx, None)
+    memo = None
+    if db is not None:
+        # Not the first walk's connection, which this process inherited: SQLite's file
+        # locks belong to a process, and a connection must not cross a fork.
+        with contextlib.suppress(MemoTableError):
+            memo = open_table(db, ctx, read_only=True)
+    walk = _Walk(ctx, memo)
+    walk.keeps = False
     walk.first_action = lambda count: index * count // jobs
 
     def trade() -> None:
@@ -140,6 +153,8 @@ def _help(
         walk.answer(spec)
         link.trade(walk)
     link.close()
+    if memo is not None:
+        memo.close()
 
 
 @contextlib.contextmanager
@@ -166,6 +181,7 @@ def helpers(walk: _Walk, spec: Spec, ctx: SynthesisContext, jobs: int) -> Iterat
         ]
         return (inbound, outbound), others
 
+    db = getattr(getattr(walk.memo, "store", None), "path", None)  # a file the helpers read
     every = [conn for pair in pipes.values() for conn in pair]
     procs = []
     link = None
@@ -174,7 +190,7 @@ def helpers(walk: _Walk, spec: Spec, ctx: SynthesisContext, jobs: int) -> Iterat
             mine, others = ends(i)
             proc = mp.Process(
                 target=_help,
-                args=(spec, ctx, i, jobs, mine, others, os.getpid()),
+                args=(spec, ctx, i, jobs, mine, others, os.getpid(), db),
                 name=f"morello-walk-{i}",
                 daemon=True,
             )

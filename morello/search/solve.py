@@ -169,6 +169,9 @@ class _Walk:
         self.first_action: Callable[[int], int] = lambda count: 0
         self.outbox: list[tuple[Any, ...]] | None = None
         self.trade: Callable[[], None] | None = None
+        # Whether what this walk solves or takes in goes into ``memo`` (a helper only reads
+        # the memo table's file: the first walk keeps it).
+        self.keeps = isinstance(memo, MemoTable)
 
     def answer(self, spec: Spec) -> Answer:
         """The best solution of ``spec`` (a Stored decision when found for other limits)."""
@@ -286,9 +289,11 @@ class _Walk:
         held = tuple(ceiling)
         ceilings[spec] = held
         self.ranges.setdefault(_goal(spec), []).append((held, winner))
-        if isinstance(self.memo, MemoTable):
+        if self.keeps:
             # Saved as the walk goes, so a killed run keeps it.
-            self.memo.put(spec, winner, held)
+            self.memo.put(spec, winner, held)  # type: ignore[union-attr]
+        elif isinstance(self.memo, MemoTable):
+            self.memo.forget_miss(spec)
         if self.progress is not None and len(self.solved) % _PROGRESS_EVERY == 0:
             self.progress(_PROGRESS_EVERY)
         if self.outbox is not None:
@@ -307,7 +312,7 @@ class _Walk:
         walk's answer of its Spec, with its ceiling, unless this walk has one or is solving
         it. Returns how many were new here."""
         new = 0
-        memo = self.memo if isinstance(self.memo, MemoTable) else None
+        memo = self.memo if self.keeps else None
         for spec, decision, cost, peaks, held in answers:
             if spec in self.answers or spec in self.path:
                 continue

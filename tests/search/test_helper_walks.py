@@ -4,6 +4,7 @@ table, and no helper process outlives the call."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -19,7 +20,7 @@ import pytest
 
 from morello.context import SynthesisContext
 from morello.db.sqlite import open_table
-from morello.db.table import Stored, decision_of
+from morello.db.table import MISSING, Stored, decision_of
 from morello.errors import NoImplementationError
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.search import parallel, solve
@@ -117,6 +118,58 @@ def test_what_helpers_solve_is_stored_in_the_memo_table(
     assert again == first
     assert stats.specs_visited == 0  # everything read back, helpers' answers too
     assert stats.specs_taken_in == 0  # and none started
+
+
+def helper_sends(spec: Spec, ctx: SynthesisContext, db: Path | None) -> list[tuple]:
+    """Everything helper 1 of 2 sends when it walks ``spec`` to the end, run here (not
+    forked) so that nothing stops it early."""
+    import pickle
+    import threading
+
+    to_helper = multiprocessing.Pipe(duplex=False)  # (reader, writer)
+    from_helper = multiprocessing.Pipe(duplex=False)
+    sent: list[tuple] = []
+
+    def drain() -> None:
+        with contextlib.suppress(EOFError):
+            while True:
+                sent.extend(pickle.loads(from_helper[0].recv_bytes()))
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    to_helper[1].close()  # the first walk sends nothing
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        parallel._help(spec, ctx, 1, 2, ([to_helper[0]], [from_helper[1]]), [], os.getppid(), db)
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    reader.join()
+    from_helper[0].close()
+    return sent
+
+
+def test_a_helper_reads_the_memo_table_file(
+    ctx: SynthesisContext, matmul_spec, tmp_path: Path
+) -> None:
+    """In a partly warm run a helper takes what the file holds instead of solving it."""
+    db = tmp_path / "memo.db"
+    table = open_table(db, ctx)
+    try:
+        synthesize(matmul_spec(4, 16, 8), ctx, table)  # the graph's product, alone
+    finally:
+        table.close()
+    spec = spec_of(ctx, DENSE)
+    reading = helper_sends(spec, ctx, db)
+    blind = helper_sends(spec, ctx, None)
+    assert reading and blind
+    table = open_table(db, ctx, read_only=True)
+    try:
+        assert not [s for s, *_ in reading if table.get(s) is not MISSING]
+        # without the file, the same walk solves (and sends) some of what it holds
+        assert [s for s, *_ in blind if table.get(s) is not MISSING]
+    finally:
+        table.close()
+    assert len(reading) < len(blind)
 
 
 def test_no_helper_outlives_the_call(ctx: SynthesisContext, matmul_spec) -> None:
