@@ -124,7 +124,6 @@ def _help(
     ``db`` (if any) through a connection of its own, and ends when its walk does, or when
     the first walk's process is gone."""
     from morello.db.sqlite import open_table
-    from morello.errors import MemoTableError
     from morello.search.solve import _Walk, walking
 
     # Ctrl-C reaches the whole process group: the first walk stops this one (terminate).
@@ -136,7 +135,9 @@ def _help(
     if db is not None:
         # Not the first walk's connection, which this process inherited: SQLite's file
         # locks belong to a process, and a connection must not cross a fork.
-        with contextlib.suppress(MemoTableError):
+        # A file it cannot read leaves the helper walking without it (the first walk
+        # reports what is wrong with the file).
+        with contextlib.suppress(Exception):
             memo = open_table(db, ctx, read_only=True)
     walk = _Walk(ctx, memo)
     walk.keeps = False
@@ -154,7 +155,8 @@ def _help(
         link.trade(walk)
     link.close()
     if memo is not None:
-        memo.close()
+        with contextlib.suppress(Exception):
+            memo.close()
 
 
 @contextlib.contextmanager
