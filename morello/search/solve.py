@@ -411,7 +411,9 @@ def synthesize(
     ``progress(n)`` is told every few hundred Specs solved (a progress bar's ``update``).
     ``jobs``: walks of the graph at once, this one and ``jobs - 1`` helper processes that
     trade answers with it (``morello.search.parallel``); the Impl is the same for any number.
-    Helpers start only where ``memo`` does not hold the answer already.
+    Helpers start only where ``memo`` does not hold the answer already, and not with a plain
+    dict ``memo``, which holds Solutions with their actions where a helper's answers are
+    decisions (so the dict gets every Spec solved, as with one walk).
 
     Raises:
         NoImplementationError: nothing implements ``spec`` within its memory limits.
@@ -422,8 +424,8 @@ def synthesize(
     walk = _Walk(ctx, memo, progress)
     taken_in = 0
     with walking():
-        if jobs > 1 and walk._remembered(spec) is not MISSING:
-            jobs = 1  # answered already: nothing to share out
+        if jobs > 1 and (isinstance(memo, dict) or walk._remembered(spec) is not MISSING):
+            jobs = 1  # a dict's answers hold actions; or answered already: nothing to share
         with helpers(walk, spec, ctx, jobs) as link:
             root = walk.answer(spec)
             taken_in = link.taken_in if link is not None else 0

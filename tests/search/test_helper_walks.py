@@ -120,6 +120,16 @@ def test_what_helpers_solve_is_stored_in_the_memo_table(
     assert stats.specs_taken_in == 0  # and none started
 
 
+def test_a_dict_memo_gets_every_spec_as_with_one_walk(ctx: SynthesisContext) -> None:
+    spec = spec_of(ctx, DENSE)
+    alone: dict = {}
+    helped: dict = {}
+    synthesize(spec, ctx, alone)
+    _, stats = synthesize(spec, ctx, helped, jobs=2)
+    assert stats.specs_taken_in == 0  # no helpers: their answers are not Solutions
+    assert helped.keys() == alone.keys()
+
+
 def helper_sends(spec: Spec, ctx: SynthesisContext, db: Path | None) -> list[tuple]:
     """Everything helper 1 of 2 sends when it walks ``spec`` to the end, run here (not
     forked) so that nothing stops it early."""
