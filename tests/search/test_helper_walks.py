@@ -8,9 +8,11 @@ import contextlib
 import json
 import multiprocessing
 import os
+import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -133,9 +135,6 @@ def test_a_dict_memo_gets_every_spec_as_with_one_walk(ctx: SynthesisContext) -> 
 def helper_sends(spec: Spec, ctx: SynthesisContext, db: Path | None) -> list[tuple]:
     """Everything helper 1 of 2 sends when it walks ``spec`` to the end, run here (not
     forked) so that nothing stops it early."""
-    import pickle
-    import threading
-
     to_helper = multiprocessing.Pipe(duplex=False)  # (reader, writer)
     from_helper = multiprocessing.Pipe(duplex=False)
     sent: list[tuple] = []
