@@ -2,6 +2,7 @@
 
     python benchmarks/fuzz.py --count 1000 --jobs 2
     python benchmarks/fuzz.py --count 50 --seed 7 --max-extent 12 --keep /tmp/fuzz-failures
+    python benchmarks/fuzz.py --count 300 --seed 7100 --memo table --jobs 2
 
 Case ``i`` of seed ``S`` is ``morello.fuzzing.case_for_seed(S, i, ctx)``: a single op or a graph
 of up to four statements drawn from the target's rule set, with random shapes and layouts.
@@ -9,7 +10,13 @@ A valid case is synthesized, lowered, compiled and compared with NumPy, as
 ``python -m morello --target T FILE --check`` does (the same inputs, seed 0); an invalid one
 (about a tenth) must be rejected by the check pass with a SpecError at the expected
 ``path:line:col``. Each worker process has its own context and in-memory memo table, shared by
-the cases it runs. Valid cases for which ``--check``'s tolerance is too tight are drawn again
+the cases it runs. With ``--memo table``, each worker also fills a memo table file (the
+spatially compressed SQLite table the CLI uses, in the build folder) from case to case: every
+valid case is synthesized first with the in-memory memo, whose cost is the reference, then with
+the file's table, whose program is the one checked, and the two costs must be equal (a
+``cost differs`` wrong case otherwise). Every 20th case the table is flushed and its answers in
+memory dropped, so that later cases read them back from the file, and every 100th it is closed
+and opened again. Valid cases for which ``--check``'s tolerance is too tight are drawn again
 (see ``morello.fuzzing``; ``--probe`` is how many roundings the inputs move in that test, 0
 for none). A wrong case is labelled ``gross``, or ``rounding-size`` when it is off by at
 most 64 roundoffs, where the tolerance rather than the code may be at fault.
@@ -26,6 +33,7 @@ import argparse
 import collections
 import contextlib
 import multiprocessing
+import os
 import platform
 import shutil
 import signal
@@ -41,8 +49,18 @@ from typing import Any
 import attrs
 
 from morello.context import SynthesisContext, make_context
+from morello.db.sqlite import open_table
+from morello.db.table import MemoTable
 from morello.errors import CheckFailed, MorelloError
-from morello.fuzzing import FuzzCase, FuzzOptions, case_for_seed, check_case, rejection_problem
+from morello.fuzzing import (
+    FuzzCase,
+    FuzzOptions,
+    case_for_seed,
+    check_case,
+    program_of,
+    rejection_problem,
+)
+from morello.search.solve import synthesize
 
 PASSED, WRONG, ERROR, REJECTED, MISREJECTED = (
     "passed",
@@ -79,6 +97,12 @@ class _Job:
     workroot: Path
     timeout: int
     memo_limit: int
+    table: bool = False  # also fill a memo table file and compare costs (``--memo table``)
+
+
+#: Cases between two releases of a worker's memo table file (its answers read back from the
+#: file from then on), and between two reopenings of the file.
+RELEASE_EVERY, REOPEN_EVERY = 20, 100
 
 
 class _Timeout(Exception):
@@ -92,10 +116,33 @@ class _Worker:
         self.job = job
         self.ctx: SynthesisContext = make_context(job.target)
         self.memo: dict[Any, Any] = {}
+        self.table: MemoTable | None = None
+        self.tables = 0  # files opened so far
+        self.cases = 0  # valid cases run with the current file
+        if job.table:
+            self._open_table(fresh=True)
+
+    def _open_table(self, *, fresh: bool) -> None:
+        if self.table is not None:
+            self.table.close()
+        self.tables += fresh
+        path = self.job.workroot / f"memo-{os.getpid()}-{self.tables}.db"
+        self.table = open_table(path, self.ctx)
+
+    def _turn_table(self) -> None:
+        """Release or reopen the file's table now and then (``RELEASE_EVERY``)."""
+        assert self.table is not None
+        self.cases += 1
+        if self.cases % REOPEN_EVERY == 0:
+            self._open_table(fresh=False)
+        elif self.cases % RELEASE_EVERY == 0:
+            self.table.release()
 
     def run(self, index: int) -> Outcome:
         if len(self.memo) > self.job.memo_limit:
             self.memo.clear()  # answers are shared to save time; memory matters more
+            if self.table is not None:
+                self._open_table(fresh=True)
         start = time.perf_counter()
         try:
             case = case_for_seed(self.job.seed, index, self.ctx, self.job.options)
@@ -109,7 +156,19 @@ class _Worker:
         workdir = self.job.workroot / case.name
         try:
             with _alarm(self.job.timeout):
-                _, synth = check_case(case, self.ctx, self.memo, workdir)
+                if self.table is None:
+                    synth = check_case(case, self.ctx, self.memo, workdir).seconds
+                else:
+                    want, _ = synthesize(program_of(case, self.ctx).spec, self.ctx, self.memo)
+                    got = check_case(case, self.ctx, self.table, workdir)
+                    synth = got.seconds
+                    self._turn_table()
+                    if got.cost != want.cost:
+                        detail = (
+                            f"the memo table file's program costs {got.cost}, "
+                            f"a search with the in-memory memo found {want.cost}"
+                        )
+                        return self._outcome(index, case, start, WRONG, "cost differs", detail)
         except CheckFailed as exc:
             notes = getattr(exc, "__notes__", [])
             size = notes[0].split(":")[0] if notes else "?"
@@ -119,6 +178,9 @@ class _Worker:
             return self._outcome(index, case, start, ERROR, type(exc).__name__, exc.headline())
         except _Timeout:
             self.memo.clear()  # a search cut short may have left it half-written
+            if self.table is not None:
+                self.table = None  # the alarm may have cut a write short: a new file
+                self._open_table(fresh=True)
             detail = f"ran past {self.job.timeout} s"
             return self._outcome(index, case, start, ERROR, "timeout", detail)
         except Exception as exc:
@@ -304,6 +366,13 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=int, default=600, help="seconds one case may take (default 600)"
     )
     ap.add_argument(
+        "--memo",
+        choices=("dict", "table"),
+        default="dict",
+        help="dict: each worker's memo is in memory only (default); table: also a memo table "
+        "file, whose programs are checked and whose costs must equal the in-memory memo's",
+    )
+    ap.add_argument(
         "--memo-limit",
         type=int,
         default=2_000_000,
@@ -319,10 +388,13 @@ def main(argv: list[str] | None = None) -> int:
         probe_roundings=args.probe,
     )
     workroot = Path(tempfile.mkdtemp(prefix="morello-fuzz-build-"))
-    job = _Job(args.target, args.seed, options, workroot, args.timeout, args.memo_limit)
+    job = _Job(
+        args.target, args.seed, options, workroot, args.timeout, args.memo_limit,
+        args.memo == "table",
+    )  # fmt: skip
     print(
         f"fuzz: {args.count} cases, seed {args.seed}, target {args.target}, "
-        f"max extent {args.max_extent}, {args.jobs} jobs "
+        f"max extent {args.max_extent}, {args.jobs} jobs, memo {args.memo} "
         f"({platform.processor() or platform.machine()}, python {platform.python_version()})",
         flush=True,
     )

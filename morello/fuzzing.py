@@ -685,11 +685,17 @@ def _rounded_per_statement(
     return env[OUTPUT]
 
 
-def check_case(
-    case: FuzzCase, ctx: SynthesisContext, memo: Memo, workdir: Path
-) -> tuple[Comparison, float]:
-    """Synthesize, lower, compile and check a valid case as ``--check`` does; returns the
-    comparison and the synthesis time in seconds.
+@attrs.frozen
+class CaseRun:
+    """A valid case that passed ``check_case``."""
+
+    comparison: Comparison
+    seconds: float  # of synthesis
+    cost: int  # the model's cost of the program synthesized
+
+
+def check_case(case: FuzzCase, ctx: SynthesisContext, memo: Memo, workdir: Path) -> CaseRun:
+    """Synthesize, lower, compile and check a valid case as ``--check`` does.
 
     Raises:
         MorelloError: what synthesis, compilation or the check raise. A CheckFailed carries
@@ -703,7 +709,7 @@ def check_case(
     src = lower_to_c(case.name, [(prog, impl)], ctx)
     lib = compile_shared(src.c_text, ctx.target, workdir)
     try:
-        return check(lib, prog, ctx, seed=CHECK_SEED), stats.seconds
+        return CaseRun(check(lib, prog, ctx, seed=CHECK_SEED), stats.seconds, impl.cost)
     except CheckFailed as exc:
         exc.add_note(_error_size(lib, prog, ctx))
         raise

@@ -49,8 +49,7 @@ class _Synthesis:
 
     def check(self, case: FuzzCase) -> Comparison:
         self.runs += 1
-        result, _ = check_case(case, self.ctx, self.memo, self.root / f"{self.runs}")
-        return result
+        return check_case(case, self.ctx, self.memo, self.root / f"{self.runs}").comparison
 
     def __repr__(self) -> str:
         return f"<context of {self.ctx.target.name}, memo table of {len(self.memo)} Specs>"
