@@ -60,9 +60,12 @@ _THREADED_LIBRARIES = ("jax", "torch", "tensorflow")
 
 def can_fork() -> bool:
     """Whether helper walks can run here: they are forked processes, so the platform must
-    fork, and no library that runs threads of its own may be loaded."""
-    return "fork" in multiprocessing.get_all_start_methods() and not any(
-        name in sys.modules for name in _THREADED_LIBRARIES
+    fork, no library that runs threads of its own may be loaded, and this process may not
+    be a daemon (a worker of a ``multiprocessing.Pool``), which may have no children."""
+    return (
+        "fork" in multiprocessing.get_all_start_methods()
+        and not multiprocessing.current_process().daemon
+        and not any(name in sys.modules for name in _THREADED_LIBRARIES)
     )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from morello.context import SynthesisContext
+from morello.context import SynthesisContext, make_context
 from morello.db.sqlite import open_table
 from morello.db.table import MISSING, Stored, decision_of
 from morello.errors import NoImplementationError
@@ -218,6 +218,25 @@ def test_no_helpers_where_a_threaded_library_is_loaded(
     impl, stats = synthesize(matmul_spec(8, 16, 8), ctx, jobs=2)
     assert stats.specs_taken_in == 0
     assert impl == synthesize(matmul_spec(8, 16, 8), ctx)[0]
+
+
+def _synthesize_with_helpers(target: str, text: str, db: str) -> tuple[int, int]:
+    """``synthesize(..., jobs=2)`` of the one function in ``text`` (in a pool's worker)."""
+    ctx = make_context(target)
+    prog = build_program(parse_spec_file("pooled.lark", text).funcs[0], ctx)
+    with contextlib.closing(open_table(db, ctx)) as memo:
+        impl, stats = synthesize(prog.spec, ctx, memo, jobs=2)
+    return impl.cost, stats.specs_taken_in
+
+
+def test_no_helpers_from_a_pools_worker(ctx: SynthesisContext, tmp_path: Path) -> None:
+    # A pool's workers are daemons, which may not start processes: the walk runs alone there.
+    text = "func f(a: f32[8, 16], b: f32[16, 8]) -> c: f32[8, 8] {\n    c = matmul(a, b)\n}\n"
+    args = (ctx.target.name, text, str(tmp_path / "memo.db"))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        cost, taken_in = pool.apply(_synthesize_with_helpers, args)
+    prog = build_program(parse_spec_file("pooled.lark", text).funcs[0], ctx)
+    assert (cost, taken_in) == (synthesize(prog.spec, ctx)[0].cost, 0)
 
 
 def test_ctrl_c_stops_every_walk_and_keeps_what_was_solved(tmp_path: Path) -> None:
