@@ -3,6 +3,7 @@
     python benchmarks/fuzz.py --count 1000 --jobs 2
     python benchmarks/fuzz.py --count 50 --seed 7 --max-extent 12 --keep /tmp/fuzz-failures
     python benchmarks/fuzz.py --count 300 --seed 7100 --memo table --jobs 2
+    python benchmarks/fuzz.py --count 100 --seed 7200 --memo table --walks 2
 
 Case ``i`` of seed ``S`` is ``morello.fuzzing.case_for_seed(S, i, ctx)``: a single op or a graph
 of up to four statements drawn from the target's rule set, with random shapes and layouts.
@@ -16,7 +17,9 @@ valid case is synthesized first with the in-memory memo, whose cost is the refer
 the file's table, whose program is the one checked, and the two costs must be equal (a
 ``cost differs`` wrong case otherwise). Every 20th case the table is flushed and its answers in
 memory dropped, so that later cases read them back from the file, and every 100th it is closed
-and opened again. Valid cases for which ``--check``'s tolerance is too tight are drawn again
+and opened again. ``--walks N`` synthesizes with the file's table in N walks (the search's
+helper walks, ``--jobs`` of the CLI), which a pool's worker cannot start, so it needs
+``--jobs 1``. Valid cases for which ``--check``'s tolerance is too tight are drawn again
 (see ``morello.fuzzing``; ``--probe`` is how many roundings the inputs move in that test, 0
 for none). A wrong case is labelled ``gross``, or ``rounding-size`` when it is off by at
 most 64 roundoffs, where the tolerance rather than the code may be at fault.
@@ -98,6 +101,7 @@ class _Job:
     timeout: int
     memo_limit: int
     table: bool = False  # also fill a memo table file and compare costs (``--memo table``)
+    walks: int = 1  # walks of each synthesis with the file's table (``--walks``)
 
 
 #: Cases between two releases of a worker's memo table file (its answers read back from the
@@ -155,13 +159,15 @@ class _Worker:
             return self._outcome(index, case, start, status, detail=problem or "")
         workdir = self.job.workroot / case.name
         try:
+            traded: frozenset[str] = frozenset()
             with _alarm(self.job.timeout):
                 if self.table is None:
                     synth = check_case(case, self.ctx, self.memo, workdir).seconds
                 else:
                     want, _ = synthesize(program_of(case, self.ctx).spec, self.ctx, self.memo)
-                    got = check_case(case, self.ctx, self.table, workdir)
+                    got = check_case(case, self.ctx, self.table, workdir, self.job.walks)
                     synth = got.seconds
+                    traded = frozenset({"walks-traded"} if got.taken_in else ())
                     self._turn_table()
                     if got.cost != want.cost:
                         detail = (
@@ -187,7 +193,7 @@ class _Worker:
             detail = traceback.format_exc()
             return self._outcome(index, case, start, ERROR, type(exc).__name__, detail)
         shutil.rmtree(workdir, ignore_errors=True)
-        return self._outcome(index, case, start, PASSED, synth=synth)
+        return self._outcome(index, case, start, PASSED, synth=synth, features=traded)
 
     def _outcome(
         self,
@@ -198,11 +204,13 @@ class _Worker:
         kind: str = "",
         detail: str = "",
         synth: float = 0.0,
+        features: frozenset[str] = frozenset(),
     ) -> Outcome:
+        """``features``: of the run, beside the case's own (coverage)."""
         seconds = time.perf_counter() - start
         return Outcome(
-            index, case.name, case.text, status, kind, detail, seconds, synth, case.features,
-            case.valid,
+            index, case.name, case.text, status, kind, detail, seconds, synth,
+            case.features | features, case.valid,
         )  # fmt: skip
 
 
@@ -373,6 +381,13 @@ def main(argv: list[str] | None = None) -> int:
         "file, whose programs are checked and whose costs must equal the in-memory memo's",
     )
     ap.add_argument(
+        "--walks",
+        type=int,
+        default=1,
+        help="with --memo table: walks of each synthesis with the file (helper walks; "
+        "needs --jobs 1; default %(default)s)",
+    )
+    ap.add_argument(
         "--memo-limit",
         type=int,
         default=2_000_000,
@@ -381,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.count < 1 or args.jobs < 1 or args.max_extent < 2:
         ap.error("--count and --jobs must be at least 1, --max-extent at least 2")
+    if args.walks != 1 and (args.walks < 1 or args.memo != "table" or args.jobs != 1):
+        ap.error("--walks needs --memo table and --jobs 1 (a pool's worker starts no walks)")
     keep = args.keep or Path(tempfile.mkdtemp(prefix="morello-fuzz-"))
     options = FuzzOptions(
         max_extent=args.max_extent,
@@ -390,11 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     workroot = Path(tempfile.mkdtemp(prefix="morello-fuzz-build-"))
     job = _Job(
         args.target, args.seed, options, workroot, args.timeout, args.memo_limit,
-        args.memo == "table",
+        args.memo == "table", args.walks,
     )  # fmt: skip
     print(
         f"fuzz: {args.count} cases, seed {args.seed}, target {args.target}, "
-        f"max extent {args.max_extent}, {args.jobs} jobs, memo {args.memo} "
+        f"max extent {args.max_extent}, {args.jobs} jobs, memo {args.memo}"
+        f"{f', {args.walks} walks' if args.walks > 1 else ''} "
         f"({platform.processor() or platform.machine()}, python {platform.python_version()})",
         flush=True,
     )

@@ -692,10 +692,14 @@ class CaseRun:
     comparison: Comparison
     seconds: float  # of synthesis
     cost: int  # the model's cost of the program synthesized
+    taken_in: int = 0  # answers its search took from helper walks
 
 
-def check_case(case: FuzzCase, ctx: SynthesisContext, memo: Memo, workdir: Path) -> CaseRun:
-    """Synthesize, lower, compile and check a valid case as ``--check`` does.
+def check_case(
+    case: FuzzCase, ctx: SynthesisContext, memo: Memo, workdir: Path, jobs: int = 1
+) -> CaseRun:
+    """Synthesize (with ``jobs`` walks), lower, compile and check a valid case as ``--check``
+    does.
 
     Raises:
         MorelloError: what synthesis, compilation or the check raise. A CheckFailed carries
@@ -705,11 +709,12 @@ def check_case(case: FuzzCase, ctx: SynthesisContext, memo: Memo, workdir: Path)
             code, may be what is wrong).
     """
     prog = program_of(case, ctx)
-    impl, stats = synthesize(prog.spec, ctx, memo)
+    impl, stats = synthesize(prog.spec, ctx, memo, jobs=jobs)
     src = lower_to_c(case.name, [(prog, impl)], ctx)
     lib = compile_shared(src.c_text, ctx.target, workdir)
     try:
-        return CaseRun(check(lib, prog, ctx, seed=CHECK_SEED), stats.seconds, impl.cost)
+        comparison = check(lib, prog, ctx, seed=CHECK_SEED)
+        return CaseRun(comparison, stats.seconds, impl.cost, stats.specs_taken_in)
     except CheckFailed as exc:
         exc.add_note(_error_size(lib, prog, ctx))
         raise

@@ -48,8 +48,8 @@ def test_a_cost_that_differs_is_a_wrong_case(
 ) -> None:
     honest = fuzz.check_case
 
-    def off_by_one(case, ctx, memo, workdir):  # type: ignore[no-untyped-def]
-        run = honest(case, ctx, memo, workdir)
+    def off_by_one(case, ctx, memo, workdir, jobs=1):  # type: ignore[no-untyped-def]
+        run = honest(case, ctx, memo, workdir, jobs)
         return attrs.evolve(run, cost=run.cost + 1) if isinstance(memo, MemoTable) else run
 
     monkeypatch.setattr(fuzz, "check_case", off_by_one)
@@ -58,3 +58,20 @@ def test_a_cost_that_differs_is_a_wrong_case(
     assert "(cost differs)" in out
     kept = list(tmp_path.glob("*.lark"))
     assert kept and "a search with the in-memory memo found" in kept[0].read_text()
+
+
+def test_walks_with_the_table_file(
+    fuzz: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert fuzz.main([*ARGS, "--walks", "2", "--keep", str(tmp_path)]) == 0
+    assert ", 2 walks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [["--walks", "2", "--jobs", "2"], ["--memo", "dict"]])
+def test_walks_need_the_table_and_one_worker(
+    fuzz: ModuleType, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        fuzz.main([*ARGS, "--walks", "2", *extra])
+    assert exc.value.code == 2
+    assert "--walks needs --memo table and --jobs 1" in capsys.readouterr().err
