@@ -121,15 +121,16 @@ class _Worker:
         self.ctx: SynthesisContext = make_context(job.target)
         self.memo: dict[Any, Any] = {}
         self.table: MemoTable | None = None
-        self.tables = 0  # files opened so far
-        self.cases = 0  # valid cases run with the current file
+        self.tables = 0  # new files opened so far (names them)
+        self.cases = 0  # valid cases run through a table (times releases and reopenings)
         if job.table:
             self._open_table(fresh=True)
 
     def _open_table(self, *, fresh: bool) -> None:
         if self.table is not None:
             self.table.close()
-        self.tables += fresh
+        if fresh:
+            self.tables += 1
         path = self.job.workroot / f"memo-{os.getpid()}-{self.tables}.db"
         self.table = open_table(path, self.ctx)
 
