@@ -7,6 +7,9 @@ Morello synthesizes for examples/matvec_1x2048x16384.lark, checks each against N
 times them in interleaved rounds with NumPy's matvec (OpenBLAS on one thread, AVX2 kernels).
 Prints, per nest, the median over the rounds of NumPy's time over the nest's (above 1.0 is
 faster than OpenBLAS) and the range. Run it on a quiet machine; it takes a few minutes.
+The nests "in turn" read each row one vector at a time (every output register takes the
+rows in turn), the order Morello's C has had since 2026-11-29; the others read a run of
+the registers' width from one row before the next.
 """
 
 from __future__ import annotations
@@ -26,25 +29,32 @@ FLAGS = ["-O3", "-mavx2", "-mfma", "-mtune=znver1", "-shared", "-fPIC"]
 SPEC = ROOT / "examples" / "matvec_1x2048x16384.lark"
 SOURCE = ROOT / "benchmarks" / "matvec_nests.c"
 K, N = 2048, 16384
-# name: (rows read at once, outputs per block, registers of outputs, prefetch distance)
+# name: (rows read at once, outputs per block, registers of outputs, prefetch distance,
+# rows in turn: 0 reads a run of the registers' width from each row, then the next row;
+# 1 gives each output register the rows in turn, one vector each)
 NESTS = {
-    "4096 outputs, 8 rows": (8, 4096, 8, 0),
-    "4096 outputs, 4 rows": (4, 4096, 8, 0),
-    "8192 outputs, 4 rows": (4, 8192, 8, 0),
-    "whole rows, 4 rows": (4, 16384, 8, 0),
-    "whole rows, 4 rows, 4 registers": (4, 16384, 4, 0),
-    "whole rows, 8 rows": (8, 16384, 8, 0),
-    "whole rows, 16 rows": (16, 16384, 8, 0),
-    "4096 outputs, 8 rows, prefetch 1 KiB": (8, 4096, 8, 256),
+    "4096 outputs, 8 rows": (8, 4096, 8, 0, 0),
+    "4096 outputs, 4 rows": (4, 4096, 8, 0, 0),
+    "8192 outputs, 4 rows": (4, 8192, 8, 0, 0),
+    "whole rows, 4 rows": (4, 16384, 8, 0, 0),
+    "whole rows, 4 rows, 4 registers": (4, 16384, 4, 0, 0),
+    "whole rows, 8 rows": (8, 16384, 8, 0, 0),
+    "whole rows, 16 rows": (16, 16384, 8, 0, 0),
+    "4096 outputs, 8 rows, prefetch 1 KiB": (8, 4096, 8, 256, 0),
+    "whole rows, 8 rows, 6 registers": (8, 16384, 6, 0, 0),
+    "whole rows, 8 rows, 6 registers, in turn": (8, 16384, 6, 0, 1),
+    "whole rows, 8 rows, 8 registers, in turn": (8, 16384, 8, 0, 1),
+    "whole rows, 8 rows, 2 registers": (8, 16384, 2, 0, 0),
 }
 
 
 def build_nests(folder: Path) -> dict[str, Callable[..., object]]:
     """Compile benchmarks/matvec_nests.c once per nest into ``folder``; name -> function."""
     fns = {}
-    for i, (name, (rows, cols, vecs, pf)) in enumerate(NESTS.items()):
+    for i, (name, (rows, cols, vecs, pf, turns)) in enumerate(NESTS.items()):
         so = folder / f"nest{i}.so"
         defs = [f"-DROWS={rows}", f"-DCOLS={cols}", f"-DVECS={vecs}", f"-DPREFETCH={pf}"]
+        defs.append(f"-DTURNS={turns}")
         subprocess.run(["gcc", *FLAGS, *defs, str(SOURCE), "-o", str(so)], check=True)
         fns[name] = ctypes.CDLL(str(so)).nest
     return fns
