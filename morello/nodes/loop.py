@@ -5,7 +5,9 @@ loops: the latency of the dependency chains a reduction loop over register accum
 makes, and the streams a loop across runs of a read-once operand starts again (see
 ``CostCoefficients``); less the fills of a whole-Spec cache that trips after the first do not
 repeat (``morello.nodes.reside.loop_reuse``). C: a ``for`` loop, or the body repeated when
-an operand the index runs along lives in registers (registers cannot be indexed).
+an operand the index runs along lives in registers (registers cannot be indexed); two such
+loops, a reduction around a loop over outputs, are repeated the other way round where that
+reads a streamed operand's rows in turn (``LoopAction._rows_in_turn``).
 """
 
 from __future__ import annotations
