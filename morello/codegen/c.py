@@ -148,6 +148,15 @@ def shift_views(
     return shifted
 
 
+def offset_step(view: View, dim: int, by: int) -> Lin:
+    """Elements in the view's buffer from its origin to the point ``by`` further along
+    ``dim``: a constant where the layout is linear there, else an expression of the loop
+    variables (a packed layout's blocks)."""
+    buf = view.buffer
+    here = offset_of(buf.layout, buf.shape, view.origin)
+    return offset_of(buf.layout, buf.shape, view.shifted(dim, by).origin) + here.scale(-1)
+
+
 def row_stride(view: View, rows: int) -> int:
     """Elements between consecutive indices of the view's first dim (``{stride(x)}``), for a
     tile of ``rows`` rows.
@@ -159,8 +168,7 @@ def row_stride(view: View, rows: int) -> int:
     the first iteration (every loop variable 0). No fixed stride there is a codegen bug.
     """
     buf = view.buffer
-    here = offset_of(buf.layout, buf.shape, view.origin)
-    step = offset_of(buf.layout, buf.shape, view.shifted(0, 1).origin) + here.scale(-1)
+    step = offset_step(view, 0, 1)
     if step.is_const():
         return step.const
     first = [c.const for c in view.origin]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 import morello.nodes.copy_ahead as ahead
-from morello.codegen.c import Lin, offset_of, shift_views
+from morello.codegen.c import Lin, offset_step, shift_views
 from morello.cost import Cost, combine, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
@@ -269,8 +269,8 @@ class LoopAction(NodeBase):
             view, row_dim = views[i], outer_dims.get(i)
             if row_dim is None or row_dim == dim or view.buffer.kind == "registers":
                 continue
-            run, row = _distance(view, dim, inner.step), _distance(view, row_dim, self.step)
-            if run is not None and row is not None and 0 < run * inner.trips <= row:
+            run, row = offset_step(view, dim, inner.step), offset_step(view, row_dim, self.step)
+            if run.is_const() and row.is_const() and 0 < run.const * inner.trips <= row.const:
                 return inner
         return None
 
@@ -310,16 +310,6 @@ class LoopAction(NodeBase):
         (``morello.nodes.copy_ahead``); whether the body's loop took the copy's pieces."""
         buffers = ahead.panels(em, copy, at(0)[copy.operand])
         return ahead.later_trips(em, copy, at, self.step, 0, self.trips, buffers)
-
-
-def _distance(view: View, dim: int, by: int) -> int | None:
-    """Elements between the view's origin and the point ``by`` further along ``dim`` in its
-    buffer, or None where that depends on where the view is (a packed layout's blocks)."""
-    buf = view.buffer
-    here = offset_of(buf.layout, buf.shape, view.origin)
-    there = offset_of(buf.layout, buf.shape, view.shifted(dim, by).origin)
-    step = there + here.scale(-1)
-    return step.const if step.is_const() else None
 
 
 def _chain_slot(ctx: SynthesisContext) -> int | None:
