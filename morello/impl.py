@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from morello.spec import Spec
+from morello.spec import Spec, TensorSpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,6 +65,11 @@ class Action(Protocol):
         self, em: Emitter, impl: Impl, views: list[View]
     ) -> tuple[int, Callable[[Emitter, Lin], None]] | None:
         """The node's C as independent pieces, ``(count, emit_piece)``, or None."""
+
+    def piece_reads(
+        self, em: Emitter, impl: Impl, views: list[View]
+    ) -> tuple[int, Callable[[Lin], list[tuple[View, TensorSpec]]]] | None:
+        """The inputs in memory each whole piece reads, ``(count, reads)``, or None."""
 
 
 @attrs.frozen

@@ -202,6 +202,38 @@ def element(view: View, local: Sequence[int] | None = None) -> tuple[str, str]:
     return lvalue, f"&{lvalue}"
 
 
+def prefetch_addresses(view: View, ts: TensorSpec, most: int) -> list[str] | None:
+    """At most ``most`` addresses within ``ts``'s tile at ``view`` that together touch every
+    cache line it spans, wherever the buffer starts: each contiguous run's first element,
+    then one every line, and its last. None where more are needed, or where the offsets
+    within the tile are not constants."""
+    line = max(1, ts.level.line_bytes // ts.dtype.size)
+    if ts.volume > most * line:
+        return None
+    buf = view.buffer
+    base = offset_of(buf.layout, buf.shape, view.origin)
+    offsets = set()
+    for local in itertools.product(*(range(n) for n in ts.shape)):
+        coords = [c + d for c, d in zip(view.origin, local, strict=True)]
+        off = offset_of(buf.layout, buf.shape, coords) + base.scale(-1)
+        if not off.is_const():
+            return None
+        offsets.add(off.const)
+    points: list[int] = []
+    ordered = sorted(offsets)
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i < len(ordered) and ordered[i] == ordered[i - 1] + 1:
+            continue
+        first, last = ordered[start], ordered[i - 1]  # one contiguous run
+        points += range(first, last, line)
+        points.append(last)
+        start = i
+    if len(points) > most:
+        return None
+    return [f"&{buf.name}[{(base + p).render()}]" for p in points]
+
+
 # ---- the emitter --------------------------------------------------------------------------
 
 
@@ -217,10 +249,19 @@ class Interleave:
     to the caller: a piece that misses the caches every few thousand cycles stalls the
     loop, where a burst of them overlaps (BENCHMARKS.md, "A loop copies its next panel
     ahead": 1024^3's one row every 256 iterations ran 11% slower than a burst).
+
+    ``reads`` (a node's ``piece_reads``): with it, each piece also prefetches the inputs of
+    the piece ``AHEAD`` loop iterations later, so that its loads find them in the cache: a
+    piece's few loads, alone among the loop's, miss to memory otherwise, and each miss
+    stalls the loop (BENCHMARKS.md, "Copying ahead, with the source prefetched").
     """
 
     #: The most loop iterations between two pieces (measured: 8 to 64 gain, 256 loses).
     SPARSEST = 64
+    #: Loop iterations between prefetching a piece's inputs and copying them.
+    AHEAD = 64
+    #: The most cache lines a piece prefetches (a longer run the hardware follows itself).
+    MOST_LINES = 8
 
     rows: int
     emit_piece: Callable[[Emitter, Lin], None]
@@ -228,6 +269,7 @@ class Interleave:
     gap: str
     depth: int
     every: int | None = None
+    reads: tuple[int, Callable[[Lin], list[tuple[View, TensorSpec]]]] | None = None
 
     @property
     def placed(self) -> bool:
@@ -292,11 +334,32 @@ class Emitter:
         self.emit(f"{work.gap} = {work.every};")
         self.emit(f"if ({work.next} < {work.rows}) {{")
         self.depth += 1
+        self._prefetch_ahead(work)
         work.emit_piece(self, Lin.var(work.next))
         self.emit(f"{work.next}++;")
         self.depth -= 1
         self.emit("}")
         self.depth -= 1
+        self.emit("}")
+
+    def _prefetch_ahead(self, work: Interleave) -> None:
+        """Prefetch the inputs of the piece ``work.AHEAD`` iterations after this one, when it
+        is a whole piece and they span at most ``work.MOST_LINES`` cache lines."""
+        if work.reads is None or not work.every:
+            return
+        whole, reads = work.reads
+        later = max(1, -(-work.AHEAD // work.every))
+        addresses: list[str] = []
+        for view, ts in reads(Lin.var(work.next) + later):
+            lines = prefetch_addresses(view, ts, work.MOST_LINES - len(addresses))
+            if lines is None:
+                return
+            addresses += lines
+        if not addresses:
+            return
+        self.emit(f"if ({work.next} + {later} < {whole}) {{")
+        for address in addresses:
+            self.emit(f"    __builtin_prefetch({address});")
         self.emit("}")
 
     def _captured(self, write: Callable[[], None]) -> list[str]:

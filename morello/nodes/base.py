@@ -57,6 +57,14 @@ class NodeBase:
         ``emit_piece(em, index)`` writes piece ``index`` (a C expression); or None."""
         return None
 
+    def piece_reads(
+        self, em: Emitter, impl: Impl, views: list[View]
+    ) -> tuple[int, Callable[[Lin], list[tuple[View, TensorSpec]]]] | None:
+        """What the whole pieces of ``pieces`` read, for prefetching a piece ahead:
+        ``(n, reads)``, ``reads(index)`` the view and tensor of each input in memory that
+        piece ``index`` reads, for ``index`` below ``n``; or None (no prefetching)."""
+        return None
+
 
 def max_peaks(child_peaks: Sequence[tuple[int, ...]], levels: int) -> tuple[int, ...]:
     """Per level, the most any child needs (zeros without children)."""

@@ -7,9 +7,10 @@ tile is copied before the loop, and each trip copies the next trip's tile while 
 runs, one piece (a trip of the copy's own outer loop: a row of the panel) every so many
 iterations of the body's innermost loop (``Emitter.for_loop``, ``Interleave``). Pieces no
 loop took (there is none, or the pieces would come too far apart) are copied after the
-body; when no trip's body took them, the loop is written plainly instead. The Impl, its
-cost and the values computed are those of the plain loop; only the order of the copies
-changes. ``LoopAction`` and ``InitLoopAction`` use it; they find the
+body; when no trip's body took them, the loop is written plainly instead. A piece also
+prefetches what a later piece will copy (``Interleave.reads``, the copy's ``piece_reads``):
+spread thinly, the pieces' loads are lone misses that stall the loop. The Impl, its cost
+and the values computed are those of the plain loop; only the order of the copies changes. ``LoopAction`` and ``InitLoopAction`` use it; they find the
 copy through ``copy_in`` and its pieces through ``pieces``, which every node kind has.
 """
 
@@ -93,7 +94,8 @@ def trip(
     em.emit(f"int {gap} = 1;")
     gap_line = len(em.lines) - 1
     outer = em.interleave
-    work = em.interleave = Interleave(rows, emit_piece, count, gap, len(em.loop_trips))
+    reads = prologue.action.piece_reads(em, prologue, [source, whole(copy, target)])
+    work = em.interleave = Interleave(rows, emit_piece, count, gap, len(em.loop_trips), reads=reads)
     em.node(copy.body, body_views)
     em.interleave = None
     if not work.placed:  # no loop took the pieces: the copy follows the body

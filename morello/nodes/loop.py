@@ -23,7 +23,7 @@ from morello.codegen.c import Lin, offset_step, shift_views
 from morello.cost import Cost, combine, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
-from morello.spec import Spec, memory_units
+from morello.spec import Spec, TensorSpec, memory_units
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -302,6 +302,20 @@ class LoopAction(NodeBase):
             em.emit("}")
 
         return self.trips + (tail is not None), emit_piece
+
+    def piece_reads(
+        self, em: Emitter, impl: Impl, views: list[View]
+    ) -> tuple[int, Callable[[Lin], list[tuple[View, TensorSpec]]]] | None:
+        """The whole trips of ``pieces`` (not the tail) and the inputs in memory each reads."""
+        uses = em.ctx.ruleset.ops[impl.spec.op].operands_using(self.var)
+        body = impl.children[0].spec
+
+        def reads(index: Lin) -> list[tuple[View, TensorSpec]]:
+            at = shift_views(views, uses, index.scale(self.step))
+            inputs = enumerate(body.operands[:-1])
+            return [(at[i], t) for i, t in inputs if at[i].buffer.kind == "memory"]
+
+        return self.trips, reads
 
     def _emit_copying_ahead(
         self, em: Emitter, copy: Copy, at: Callable[[Lin | int], list[View]]

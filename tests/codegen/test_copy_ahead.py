@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from morello.codegen.c import Emitter, Interleave, Lin
+from morello.codegen.c import Buffer, Emitter, Interleave, Lin, View, prefetch_addresses
 from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
@@ -25,11 +25,12 @@ from morello.codegen.names import Names
 from morello.context import SynthesisContext
 from morello.impl import Impl
 from morello.lang.spec_file import Program, build_program, parse_spec_file
+from morello.layout import row_major
 from morello.nodes import InitLoopAction, LoopAction, MoveAction
 from morello.nodes.reside import not_resident
 from morello.search.expand import spec_actions
 from morello.search.solve import synthesize
-from morello.spec import Spec
+from morello.spec import Spec, TensorSpec
 
 
 def _program(text: str, ctx: SynthesisContext) -> Program:
@@ -166,6 +167,61 @@ def test_an_interleave_stays_pending_without_a_loop(ctx: SynthesisContext) -> No
     assert work.every is None and "copy();" not in "\n".join(em.lines)
 
 
+def _row_tile(ctx: SynthesisContext, shape: tuple[int, int]) -> tuple[View, TensorSpec]:
+    """A ``shape`` tile at row ``r`` (a C variable) and column 24 of a 64x512 f32 buffer."""
+    f32 = ctx.dtype("f32")
+    gl = ctx.target.levels[0]
+    buf = Buffer("b", f32, (64, 512), row_major(2), "memory")
+    layout = row_major(2).tile((64, 512), shape)
+    assert layout is not None
+    return View(buf, (Lin.var("r"), Lin() + 24)), TensorSpec(shape, f32, gl, layout)
+
+
+def test_prefetch_addresses_touch_every_line_of_each_run(ctx: SynthesisContext) -> None:
+    # 24 floats (96 bytes) span two or three 64-byte lines, wherever the buffer starts
+    view, ts = _row_tile(ctx, (1, 24))
+    assert prefetch_addresses(view, ts, 8) == [
+        "&b[512 * r + 24]",
+        "&b[512 * r + 40]",
+        "&b[512 * r + 47]",
+    ]
+    # two rows: each its own run
+    view, ts = _row_tile(ctx, (2, 8))
+    assert prefetch_addresses(view, ts, 8) == [
+        "&b[512 * r + 24]",
+        "&b[512 * r + 31]",
+        "&b[512 * r + 536]",
+        "&b[512 * r + 543]",
+    ]
+    # more lines than allowed: none
+    assert prefetch_addresses(view, ts, 3) is None
+    view, ts = _row_tile(ctx, (8, 64))
+    assert prefetch_addresses(view, ts, 8) is None
+
+
+def test_each_piece_prefetches_the_piece_a_fixed_distance_later(ctx: SynthesisContext) -> None:
+    em = Emitter(ctx, Names())
+    view, ts = _row_tile(ctx, (1, 24))
+
+    def reads(index: Lin) -> list[tuple[View, TensorSpec]]:
+        return [(View(view.buffer, (index, view.origin[1])), ts)]
+
+    work = Interleave(40, lambda em, i: em.emit(f"copy({i.render()});"), "next", "gap", 0)
+    work.reads = (32, reads)  # 32 whole pieces, then a tail
+    em.interleave = work
+    em.for_loop("k", 0, 320, lambda: em.emit("work();"))
+    text = "\n".join(line.strip() for line in em.lines)
+    # a piece every 8 iterations: the one Interleave.AHEAD iterations later is 8 pieces on
+    later = Interleave.AHEAD // 8
+    assert work.every == 8
+    assert (
+        f"if (next < 40) {{\nif (next + {later} < 32) {{\n"
+        f"__builtin_prefetch(&b[512 * next + {512 * later + 24}]);" in text
+    )
+    assert text.count("__builtin_prefetch") == 3
+    assert text.index("__builtin_prefetch") < text.index("copy(next);")
+
+
 @pytest.mark.parametrize(("n", "trips"), [(32, 4), (36, 4)])
 def test_two_panels_each_trip_copying_the_next(ctx: SynthesisContext, n: int, trips: int) -> None:
     prog = _program(_matmul(4, 64, n), ctx)
@@ -177,6 +233,9 @@ def test_two_panels_each_trip_copying_the_next(ctx: SynthesisContext, n: int, tr
     pieces = found.group(1)  # the rows of the panel, or the trips of the target's row loop
     assert "if (--gap0 == 0) {" in text
     assert text.index("ahead0[") < text.index(f"for (; next0 < {pieces}; next0++) {{")
+    # where a piece is one row of the panel (8 floats), it prefetches a later one's row of b
+    prefetches = re.search(r"if \(next0 \+ [0-9]+ < 64\) \{\s*__builtin_prefetch\(&b\[", text)
+    assert (pieces == "64") == bool(prefetches), text
 
 
 def test_no_copy_ahead_when_two_tiles_do_not_fit_the_level(ctx: SynthesisContext) -> None:
