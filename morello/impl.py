@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from morello.spec import Spec, TensorSpec
+from morello.spec import Spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from morello.codegen.c import Emitter, Lin, View
     from morello.context import SynthesisContext
     from morello.nodes.base import Copy
+    from morello.spec import TensorSpec
 
 
 class Action(Protocol):

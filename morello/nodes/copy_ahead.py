@@ -10,8 +10,10 @@ loop took (there is none, or the pieces would come too far apart) are copied aft
 body; when no trip's body took them, the loop is written plainly instead. A piece also
 prefetches what a later piece will copy (``Interleave.reads``, the copy's ``piece_reads``):
 spread thinly, the pieces' loads are lone misses that stall the loop. The Impl, its cost
-and the values computed are those of the plain loop; only the order of the copies changes. ``LoopAction`` and ``InitLoopAction`` use it; they find the
-copy through ``copy_in`` and its pieces through ``pieces``, which every node kind has.
+and the values computed are those of the plain loop; only the order of the copies (and
+the prefetches) change. ``LoopAction`` and ``InitLoopAction`` use it; they find the copy
+through ``copy_in`` and its pieces through ``pieces`` and ``piece_reads``, which every
+node kind has.
 """
 
 from __future__ import annotations

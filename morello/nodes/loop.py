@@ -23,7 +23,7 @@ from morello.codegen.c import Lin, offset_step, shift_views
 from morello.cost import Cost, combine, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
-from morello.spec import Spec, TensorSpec, memory_units
+from morello.spec import Spec, memory_units
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from morello.context import SynthesisContext
     from morello.impl import Impl
     from morello.nodes.base import Copy
+    from morello.spec import TensorSpec
 
 
 @attrs.frozen
