@@ -17,6 +17,7 @@ from morello.nodes.loop import LoopAction
 from morello.nodes.move import MoveAction
 from morello.nodes.parallel import ParallelLoopAction
 from morello.nodes.reside import ResideAction
+from morello.nodes.split_fuse import SplitFuseAction
 
 __all__ = [
     "BlockAction",
@@ -26,4 +27,5 @@ __all__ = [
     "MoveAction",
     "ParallelLoopAction",
     "ResideAction",
+    "SplitFuseAction",
 ]

@@ -71,6 +71,10 @@ class BlockAction(NodeBase):
             add_peak(ctx.target, peak, idx, memory_units(ts, ts.level))
         return tuple(peak)
 
+    def stage_views(self, stage: int, views: list[View]) -> list[View]:
+        """The parent's operands as stage ``stage`` reads them: as they are."""
+        return views
+
     def headers(self, ctx: SynthesisContext) -> tuple[str, ...]:
         """``<stdlib.h>`` for a temporary too large for the stack."""
         for _, ts in self.temporaries:
@@ -81,8 +85,9 @@ class BlockAction(NodeBase):
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """Declare the temporaries, then each stage in order."""
         bufs = [em.declare(ts) for _, ts in self.temporaries]
-        everything = [*views, *(View(b, tuple(Lin() for _ in b.shape)) for b in bufs)]
-        for child, idxs in zip(impl.children, self.operand_maps, strict=True):
+        temps = [View(b, tuple(Lin() for _ in b.shape)) for b in bufs]
+        for n, (child, idxs) in enumerate(zip(impl.children, self.operand_maps, strict=True)):
+            everything = [*self.stage_views(n, views), *temps]
             em.node(child, [everything[i] for i in idxs])
         for (_, ts), buf in zip(self.temporaries, bufs, strict=True):
             if buf.kind == "memory" and on_heap(ts):

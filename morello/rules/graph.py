@@ -41,6 +41,10 @@ GRAPH_PREFIX = "graph:"
 #: The op pattern of rule files that matches every graph (``rewrite pipeline for graph``).
 GRAPH_PATTERN = "graph"
 OUTPUT = "o"
+#: The partial result ``GraphOp.with_partial`` adds in, and its first statement's new target
+#: (neither is a canonical name, so neither can clash with the graph's own).
+PARTIAL = "partial"
+_LAST = "last"
 
 _STMT = re.compile(r"^([a-z][a-z0-9_]*)=([A-Za-z_][A-Za-z0-9_./]*)\(([a-z0-9_,]*)\)$")
 
@@ -333,6 +337,32 @@ class GraphOp(IndexedOperands):
             assert out is not None
             result = out.astype(np.float64) + result
         return np.array(result)
+
+    def statement_vars(self, n: int) -> dict[str, str]:
+        """Statement ``n``'s own index variables, each with the graph variable it is."""
+        s, d = self.statements[n], self.defs[n]
+        out: dict[str, str] = {}
+        for acc, tensor in zip(d.operands, (*s.args, s.target), strict=True):
+            for dim, ix in enumerate(acc.indices):
+                out[ix] = self._var(tensor, dim)
+        return out
+
+    def with_partial(
+        self, combine: str, ops: Mapping[str, OpDef]
+    ) -> tuple[GraphOp, tuple[str, ...]]:
+        """This graph with a partial result of its first statement added in: ``t = op(a, b);
+        ...`` becomes ``last = op(a, b); t = combine(last, partial); ...``, where ``partial``
+        (``PARTIAL``) is a new input and ``combine`` an op of ``ops`` that combines two
+        values of ``t``'s shape. Returns the new graph and its tensors (inputs then output)
+        in this graph's names."""
+        first = self.statements[0]
+        statements = (
+            Statement(_LAST, first.op, first.args),
+            Statement(first.target, combine, (_LAST, PARTIAL)),
+            *self.statements[1:],
+        )
+        new = GraphOp.build(canonical(statements, OUTPUT), {**_ops_of(self), **ops})
+        return new, (*graph_inputs(statements), OUTPUT)
 
     def peel(self) -> tuple[Statement, GraphOp | None, tuple[str, ...]]:
         """The first statement, the rest of the graph (None if one statement remains), and

@@ -4,12 +4,14 @@ A schema turns a Spec into the actions one ``rewrite <schema> for <ops> ...`` li
 rule file offers. Built in: ``tile_out`` (loop over an output index), ``split`` (loop over a
 reduction index of an accumulating Spec), ``split_init`` (the same for a Spec that does
 not accumulate: its first step initializes the output), ``move`` (bring an operand into a
-faster level, possibly with a new layout), ``pipeline`` (compute a graph's first statement into a
-temporary, then the rest of the graph), ``parallel_tile_out`` (loop over an output index
-on several threads, for Specs that may run in parallel) and ``reside`` (a Spec's whole
-working set held in an outer cache the hardware fills, a forced action). A size policy
-names the loop steps a tiling schema offers for an extent: ``pow2`` (1, 2, 4, ...),
-``pow2_from64`` (64, 128, ...), ``pow2_3`` (1, 2, 3, 4, 6, ...), ``pow2x7`` (7, 14, ...)
+faster level, possibly with a new layout), ``pipeline`` (compute a graph's first statement
+into a temporary, then the rest of the graph), ``split_fuse`` (a graph's first reduction
+but its last step into a temporary, the last step fused with the rest),
+``parallel_tile_out`` (loop over an output index on several threads, for Specs that may run
+in parallel) and ``reside`` (a Spec's whole working set held in an outer cache the hardware
+fills, a forced action). A size policy names the loop steps a tiling schema offers for an
+extent: ``pow2`` (1, 2, 4, ...), ``pow2_from64`` (64, 128, ...), ``pow2_half`` (half the
+extent, a power of two from 64), ``pow2_3`` (1, 2, 3, 4, 6, ...), ``pow2x7`` (7, 14, ...)
 and ``all``.
 Both kinds are found through the ``morello_rewrite_schemas`` and ``morello_size_policies``
 hooks; this module implements them for the built-ins and is registered by
@@ -35,9 +37,11 @@ from morello.nodes import (
     MoveAction,
     ParallelLoopAction,
     ResideAction,
+    SplitFuseAction,
 )
 from morello.nodes.reside import resident_operands
 from morello.rules.graph import GraphOp, Statement
+from morello.rules.index_notation import Access, BinOp, Func, OpDef
 from morello.spec import (
     Spec,
     TensorSpec,
@@ -150,9 +154,24 @@ def pow2_from64(extent: int) -> list[int]:
     return [s for s in pow2(extent) if s >= 64]
 
 
+def pow2_half(extent: int) -> list[int]:
+    """The largest power of two at most half of ``extent``, if that is 64 or more: one size,
+    the last step of ``split_fuse``, which splits once. Half leaves the first part at least
+    as long, for the search to split further; every size from 64 up nearly doubled
+    dense_relu's cold synthesis (BENCHMARKS.md), and a shorter reduction fits beside a tile
+    whole."""
+    step = 64
+    if step * 2 > extent:
+        return []
+    while step * 4 <= extent:
+        step *= 2
+    return [step]
+
+
 BUILTIN_SIZE_POLICIES: Mapping[str, SizePolicy] = {
     "pow2": pow2,
     "pow2_from64": pow2_from64,
+    "pow2_half": pow2_half,
     "pow2_3": pow2_3,
     "pow2x7": pow2x7,
     "all": every_size,
@@ -344,6 +363,145 @@ class Pipeline:
             yield BlockAction(self.name, stages, (first_map, rest_map), ((layout_name, temp),))
 
 
+@attrs.frozen
+class SplitFuse:
+    """Split a graph's first statement along its reduction: all but the last step into a
+    temporary, the last step fused with the rest of the graph, which adds the temporary in
+    (``SplitFuseAction``). Offered for graphs whose first statement has an accumulating
+    form and reduces over an index only it reads, when the rule set declares the elementwise
+    op that combines two partial results (``a + b`` for a sum, ``max(a, b)`` for a maximum),
+    at each last step of the rule's size policy below the extent, and for outputs in a kind
+    of level the rule names (``into``), the temporary placed as ``pipeline`` places one.
+    """
+
+    name: str = "split_fuse"
+    reports_room = True  # (see Schema)
+
+    def actions(self, rule: SchemaRule, spec: Spec, ctx: SynthesisContext) -> Iterator[Action]:
+        """A block per last step and placement of the temporary."""
+        if spec.accum or level_kind(spec.output.level) not in rule.into:
+            return
+        plan = _split_fuse_plan(spec.op, ctx)
+        if plan is None:
+            return
+        graph, var, first_op, rest_op, maps = plan
+        uses = graph.operands_using(var)
+        i, d = uses[0]
+        extent = spec.operands[i].shape[d]
+        sizes = graph.sizes([t.shape for t in spec.operands])
+        assert isinstance(sizes, dict)
+        out = spec.output
+        shape = graph.tensor_shape(graph.statements[0].target, sizes)
+        base = TensorSpec(shape, out.dtype, out.level, out.layout)
+        for step in ctx.size_policies[rule.sizes](extent):
+            head = _retile(spec, uses, extent - step)
+            last = _retile(spec, uses, step)
+            if step >= extent or head is None or last is None:
+                continue
+            for layout_name, temp in temp_buffers(base, ctx, rule.layouts):
+                if level_kind(temp.level) not in rule.into:
+                    continue
+                idx = ctx.target.level_index(temp.level)
+                units = memory_units(temp, temp.level)
+                limits = subtract_limits(ctx.target, spec.limits, idx, units)
+                if limits is None:
+                    continue
+                serial = serial_over(spec, (temp,), ctx)
+                stages = tuple(
+                    Spec(op, tuple((*part.operands, temp)[j] for j in m), False, limits, serial)
+                    for op, part, m in ((first_op, head, maps[0]), (rest_op, last, maps[1]))
+                )
+                temps = ((layout_name, temp),)
+                yield SplitFuseAction(
+                    self.name, stages, maps, temps, var, extent - step, step, uses
+                )
+
+    def operand_places(
+        self, rule: SchemaRule, place: tuple[str, bool, int], ctx: SynthesisContext
+    ) -> set[tuple[str, bool, int]]:
+        """Where the two stages read or write the operand (see ``Schema``)."""
+        op, accum, position = place
+        plan = None if accum else _split_fuse_plan(op, ctx)
+        if plan is None:
+            return set()
+        _, _, first_op, rest_op, maps = plan
+        return {
+            (stage_op, False, j)
+            for stage_op, m in zip((first_op, rest_op), maps, strict=True)
+            for j, k in enumerate(m)
+            if k == position
+        }
+
+
+_Plan = tuple[GraphOp, str, str, str, tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def _split_fuse_plan(op: str, ctx: SynthesisContext) -> _Plan | None:
+    """For a graph op that ``SplitFuse`` applies to: the graph, its reduction variable, the
+    ops of the two stages, and each stage's operands as indices into the graph's operands
+    then the temporary. None for other ops. Worked out once per op and context."""
+    cache = ctx.derived.setdefault("split_fuse", {})
+    if op not in cache:
+        cache[op] = _make_split_fuse_plan(op, ctx)
+    return cache[op]  # type: ignore[no-any-return]
+
+
+def _make_split_fuse_plan(op: str, ctx: SynthesisContext) -> _Plan | None:
+    graph = ctx.ruleset.ops[op]
+    if not isinstance(graph, GraphOp):
+        return None
+    first, first_def = graph.statements[0], graph.defs[0]
+    if first_def.combiner is None or len(first_def.reduction_vars) != 1:
+        return None
+    var = graph.statement_vars(0)[first_def.reduction_vars[0]]
+    names = graph.tensor_names
+    # Only the first statement may read what the index runs along: the others read their
+    # operands whole, and the two stages read two parts of them.
+    readers = [names[i] for i, _ in graph.operands_using(var)]
+    if any(t in s.args for t in readers for s in graph.statements[1:]):
+        return None
+    combine = _combining_op(first_def.combiner, first_def.rank(len(first_def.inputs)), ctx)
+    if combine is None or _adds_partial(graph, combine):
+        return None
+    rest, rest_tensors = graph.with_partial(combine, {combine: ctx.ruleset.ops[combine]})
+    rest = ctx.ruleset.ops.graph(rest)
+    temp = len(names)
+    index = {t: i for i, t in enumerate(names)}
+    first_map = (*(index[a] for a in first.args), temp)
+    rest_map = tuple(index.get(t, temp) for t in rest_tensors)
+    return graph, var, first.op, rest.name, (first_map, rest_map)
+
+
+def _adds_partial(graph: GraphOp, combine: str) -> bool:
+    """Whether ``graph`` already adds an input to its first statement's result right away
+    (a split's second stage): it is split once, its first stage as often as the search likes."""
+    if len(graph.statements) < 2:
+        return False
+    first, second = graph.statements[0], graph.statements[1]
+    inputs = set(graph.input_names)
+    return (
+        second.op == combine
+        and first.target in second.args
+        and any(a in inputs for a in second.args)
+    )
+
+
+def _combining_op(combiner: str, rank: int, ctx: SynthesisContext) -> str | None:
+    """The first op of the rule set that combines two operands of rank ``rank`` elementwise
+    as ``combiner`` does (``a + b`` for a sum, ``max(a, b)`` for a maximum); None if none."""
+    for name, opdef in ctx.ruleset.ops.items():
+        if not isinstance(opdef, OpDef) or len(opdef.inputs) != 2:
+            continue
+        idx = opdef.output.indices
+        a, b = (Access(acc.tensor, idx) for acc in opdef.inputs)
+        if len(idx) != rank or any(acc.indices != idx for acc in opdef.inputs):
+            continue
+        want = BinOp("+", a, b) if combiner == "sum" else Func(combiner, (a, b))
+        if opdef.expr == want:
+            return name
+    return None
+
+
 def _peeled(graph: GraphOp, ctx: SynthesisContext) -> tuple[Statement, str, tuple[str, ...]]:
     """The first statement, the op of the rest (a graph op, or the last statement's op), and
     the rest's tensors in ``graph``'s names."""
@@ -420,20 +578,29 @@ class Reside:
 
 BUILTIN_SCHEMAS: Mapping[str, Schema] = {
     s.name: s
-    for s in (TileOut(), Split(), SplitInit(), Move(), Pipeline(), ParallelTileOut(), Reside())
+    for s in (
+        TileOut(),
+        Split(),
+        SplitInit(),
+        Move(),
+        Pipeline(),
+        SplitFuse(),
+        ParallelTileOut(),
+        Reside(),
+    )
 }
 
 
 @hookimpl
 def morello_rewrite_schemas() -> list[Schema]:
-    """The built-in schemas: tile_out, split, split_init, move, pipeline, parallel_tile_out,
-    reside."""
+    """The built-in schemas: tile_out, split, split_init, move, pipeline, split_fuse,
+    parallel_tile_out, reside."""
     return list(BUILTIN_SCHEMAS.values())
 
 
 @hookimpl
 def morello_size_policies() -> Mapping[str, SizePolicy]:
-    """The built-in size policies: pow2, pow2_from64, pow2_3, pow2x7, all."""
+    """The built-in size policies: pow2, pow2_from64, pow2_half, pow2_3, pow2x7, all."""
     return BUILTIN_SIZE_POLICIES
 
 
@@ -525,8 +692,10 @@ def _hides_held_values(
 ) -> bool:
     """Whether a loop along ``uses`` is unrolled (it runs along an operand in registers)
     while an input it does not run along is outside registers and could be moved into them
-    (some kernel copies its dtype into a register level; a bf16 vector whose kernels widen
-    each element as they read it has none, and its loops stay as they were).
+    (some kernel copies its dtype into a register level, and some move rule for the Spec's
+    op may bring inputs into registers; a bf16 vector whose kernels widen each element as
+    they read it has no such kernel, a graph no such rule, and their loops stay as they
+    were).
 
     A single element is exempt: the compiler folds its load into each instruction that
     reads it (spr's FMAs broadcast A from memory) or holds it in one register, and spr's
@@ -534,6 +703,8 @@ def _hides_held_values(
     without a spill."""
     moving = {i for i, _ in uses}
     if not any(spec.operands[i].level.counts_registers for i in moving):
+        return False
+    if not _moves_into_registers(spec, ctx):
         return False
     last = len(spec.operands) - 1
     for i, ts in enumerate(spec.operands):
@@ -543,6 +714,23 @@ def _hides_held_values(
             if ctx.target.level(name).counts_registers:
                 return True
     return False
+
+
+def _moves_into_registers(spec: Spec, ctx: SynthesisContext) -> bool:
+    """Whether some move rule may bring an input of ``spec`` into registers (a graph's moves
+    go into caches only: its inputs reach registers in its statements' own Specs)."""
+    cache = ctx.derived.setdefault("moves_into_registers", {})
+    key = (spec.op, spec.accum)
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = any(
+            isinstance(ctx.schemas.get(r.schema), Move)
+            and "registers" in r.into
+            and any(p.matches(spec) for p in r.patterns)
+            for r in ctx.ruleset.rules
+            if isinstance(getattr(r, "into", None), tuple)
+        )
+    return got  # type: ignore[no-any-return]
 
 
 def _init_loops(

@@ -159,12 +159,13 @@ CHECK_ERRORS = [
     (
         "rewrite fuse for * sizes pow2\n",
         "{path}:1:9: error: unknown rewrite schema 'fuse' "
-        "(known: tile_out, split, split_init, move, pipeline, parallel_tile_out, reside)",
+        "(known: tile_out, split, split_init, move, pipeline, split_fuse, parallel_tile_out, "
+        "reside)",
     ),
     (
         "rewrite tile_out for * sizes odd\n",
         "{path}:1:24: error: unknown size policy 'odd' "
-        "(known: pow2, pow2_from64, pow2_3, pow2x7, all)",
+        "(known: pow2, pow2_from64, pow2_half, pow2_3, pow2x7, all)",
     ),
     (
         "rewrite t: matmul(a, b) -> c => { c = zero(); c += matmul(a, q) }\n",

@@ -86,6 +86,7 @@ def test_rule_file_uses_a_schema_and_a_size_policy_from_a_plugin(
         "split_init",
         "move",
         "pipeline",
+        "split_fuse",
         "parallel_tile_out",
         "reside",
         "halve",
@@ -109,7 +110,8 @@ def test_unknown_schema_lists_the_registered_ones(target_name: str, tmp_path: Pa
         _ctx(target_name, tmp_path, "rewrite quarter for matmul\n")
     assert str(info.value).splitlines()[0] == (
         f"{tmp_path / 'halving.rules'}:1:9: error: unknown rewrite schema 'quarter' "
-        "(known: tile_out, split, split_init, move, pipeline, parallel_tile_out, reside, halve)"
+        "(known: tile_out, split, split_init, move, pipeline, split_fuse, parallel_tile_out, "
+        "reside, halve)"
     )
 
 
