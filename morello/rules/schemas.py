@@ -394,9 +394,11 @@ class SplitFuse:
         shape = graph.tensor_shape(graph.statements[0].target, sizes)
         base = TensorSpec(shape, out.dtype, out.level, out.layout)
         for step in ctx.size_policies[rule.sizes](extent):
+            if step >= extent:
+                continue
             head = _retile(spec, uses, extent - step)
             last = _retile(spec, uses, step)
-            if step >= extent or head is None or last is None:
+            if head is None or last is None:
                 continue
             for layout_name, temp in temp_buffers(base, ctx, rule.layouts):
                 if level_kind(temp.level) not in rule.into:
