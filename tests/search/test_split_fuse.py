@@ -78,6 +78,21 @@ def test_split_fuse_is_not_offered_below_the_smallest_step(ctx: SynthesisContext
 
 
 ROW_MAX = "func f(x: f32[4, 256]) -> y: f32[4] {\n    y = exp(max(x))\n}\n"
+# More forms for the compiled check: a sum reduction split unevenly (66 + 64), the first
+# of two statements (an MLP), products of bf16 inputs (the partial sums in f32), and
+# column-major operands (the split views step along the other dimension).
+ROW_SUM = "func f(x: f32[5, 130]) -> y: f32[5] {\n    y = relu(sum(x))\n}\n"
+MLP = (
+    "func f(x: f32[2, 128], w1: f32[128, 8], w2: f32[8, 8]) -> y: f32[2, 8] {\n"
+    "    h = relu(matmul(x, w1))\n    y = matmul(h, w2)\n}\n"
+)
+BF16 = (
+    "func f(x: bf16[2, 128], w: bf16[128, 16]) -> y: f32[2, 16] {\n    y = relu(matmul(x, w))\n}\n"
+)
+COL_MAJOR = (
+    "func f(x: f32[3, 136] col_major, w: f32[136, 8] col_major, b: f32[8]) -> y: f32[3, 8] {\n"
+    "    y = relu(add(matmul(x, w), b))\n}\n"
+)
 
 
 def test_a_reduction_by_max_is_combined_by_max(ctx: SynthesisContext) -> None:
@@ -90,7 +105,9 @@ def test_a_reduction_by_max_is_combined_by_max(ctx: SynthesisContext) -> None:
 
 @pytest.mark.runs_code
 @pytest.mark.parametrize(
-    "text", [dense(8, 192, 16), dense(8, 256, 16), ROW_MAX], ids=["uneven", "halves", "max"]
+    "text",
+    [dense(8, 192, 16), dense(8, 256, 16), ROW_MAX, ROW_SUM, MLP, BF16, COL_MAJOR],
+    ids=["uneven", "halves", "max", "sum", "mlp", "bf16", "col_major"],
 )
 def test_split_fuse_compiles_and_matches_numpy(
     ctx: SynthesisContext, tmp_path: Path, text: str
