@@ -8,11 +8,11 @@ reduces over k from 128 to 200 (a product, a product with a vector on either sid
 sum or a row maximum), then one or two of ``relu``, ``add``, ``sub``, ``mul`` and ``max``
 with a vector or a full operand, inputs row- or column-major, a fifth of the matrix
 products in bf16. Where the rule set offers ``split_fuse`` at the root, one of its actions
-(drawn) is taken, the rest synthesized, and the program compiled and compared with NumPy as
-``--check`` does. Graphs not offered it (a single op; a graph that already adds a
-full-shape input to its first result, the form of a split's second stage, which is split
-once) are counted apart. Prints one line per case and a summary; exits 1 if any case was
-wrong or failed.
+(drawn) is taken, the rest synthesized (``benchmarks/forced.py``), and the program compiled
+and compared with NumPy as ``--check`` does. Graphs not offered it (a single op; a graph
+that already adds a full-shape input to its first result, the form of a split's second
+stage, which is split once) are counted apart. Prints one line per case and a summary;
+exits 1 if any case was wrong or failed.
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ from morello.codegen.compile import compile_shared
 from morello.codegen.harness import check
 from morello.codegen.header import lower_to_c
 from morello.context import make_context
-from morello.impl import Impl
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import SplitFuseAction
-from morello.search.expand import past_forced, spec_actions, under_forced
-from morello.search.solve import synthesize
+from morello.search.expand import past_forced, spec_actions
+
+# benchmarks/forced.py: a tree with one action taken where it applies, the rest searched.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forced import forced_impl
 
 OPS_AFTER = ("relu", "add", "sub", "mul", "max")
 
@@ -101,12 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{i}: not offered: {statement}", flush=True)
                 continue
             action = rng.choice(actions)
-            memo: dict = {}
-            children = tuple(synthesize(child, ctx, memo)[0] for child in action.children)
-            cost = action.cost(spec, [c.cost for c in children], ctx)
-            peaks = action.peaks(spec, [c.peaks for c in children], ctx)
-            root = Impl(spec, action, children, cost, peaks)
-            impl = under_forced(program.spec, ctx, lambda _, root=root: root)
+            impl = forced_impl(program.spec, [action.describe()], ctx, {})
             source = lower_to_c("f", [(program, impl)], ctx)
             with tempfile.TemporaryDirectory(prefix="morello-sweep-") as folder:
                 check(compile_shared(source.c_text, ctx.target, Path(folder)), program, ctx)
