@@ -16,7 +16,12 @@
  *                            -DA_TILES=64 the first 256 rows (1 MiB: the L2)
  *   -DB_FIXED                every panel is packed from the first one (B stays cached)
  *   -DC_FIXED                every row tile accumulates into the first tile of C
- *   -DPACK_A                 A read from 4-row panels packed beforehand (not timed)
+ *   -DPACK_A                 A read from 4-row panels packed beforehand (not timed), in
+ *                            the order the nest reads them: for each block of 256 steps of
+ *                            k, the 256 tiles of 4x256 one after another (1 MiB in one run)
+ *   -DPACK_GLOBAL            the same panels in plain 4-row order (each 4x1024 panel whole,
+ *                            so a block's tiles are 4 KiB runs 16 KiB apart)
+ *   -DPACK_IN                with either: the packing inside the timed call
  *   -DPREFETCH_C             prefetch the next tile of C before each tile's k loop
  * Prints the median of 15 calls, in GFLOP/s.
  */
@@ -39,9 +44,30 @@
 #define KB 256
 #define STRIPS 42 /* 42 strips of 24 columns: 1008 of the 1024 */
 
-static void nest(const float *restrict a, const float *restrict b, float *restrict c,
-                 const float *restrict apk)
+/* A into 4-row panels: for each k, the 4 values of a tile's rows side by side. */
+static void pack(const float *a, float *apk)
 {
+#if defined(PACK_GLOBAL)
+    for (int t = 0; t < 256; t++)
+        for (int k = 0; k < N; k++)
+            for (int r = 0; r < 4; r++)
+                apk[(size_t)t * 4 * N + 4 * k + r] = a[(size_t)(4 * t + r) * LDA + k];
+#else
+    for (int kb = 0; kb < N / KB; kb++)
+        for (int t = 0; t < 256; t++)
+            for (int k = 0; k < KB; k++)
+                for (int r = 0; r < 4; r++)
+                    apk[((size_t)kb * 256 + t) * 4 * KB + 4 * k + r] =
+                        a[(size_t)(4 * t + r) * LDA + KB * kb + k];
+#endif
+}
+
+static void nest(const float *restrict a, const float *restrict b, float *restrict c,
+                 float *restrict apk)
+{
+#ifdef PACK_IN
+    pack(a, apk);
+#endif
     for (int s = 0; s < STRIPS; s++) {
         for (int kb = 0; kb < N / KB; kb++) {
             float panel[KB * 24] __attribute__((aligned(64)));
@@ -70,7 +96,10 @@ static void nest(const float *restrict a, const float *restrict b, float *restri
                 }
 #endif
                 int at = t % A_TILES;
-#ifdef PACK_A
+#if defined(PACK_GLOBAL)
+                const float *ap = &apk[(size_t)at * 4 * N + 4 * KB * kb];
+#define A_AT(r, k) ap[4 * (k) + (r)]
+#elif defined(PACK_A)
                 const float *ap = &apk[((size_t)kb * 256 + at) * 4 * KB];
 #define A_AT(r, k) ap[4 * (k) + (r)]
 #else
@@ -117,12 +146,7 @@ int main(void)
     for (long i = 0; i < (long)LDA * N; i++) a[i] = (float)(i % 7) * 0.1f;
     for (long i = 0; i < (long)N * N; i++) b[i] = (float)(i % 5) * 0.1f;
     memset(c, 0, sizeof(float) * LDC * N);
-    for (int kb = 0; kb < N / KB; kb++)
-        for (int t = 0; t < 256; t++)
-            for (int k = 0; k < KB; k++)
-                for (int r = 0; r < 4; r++)
-                    apk[((size_t)kb * 256 + t) * 4 * KB + 4 * k + r] =
-                        a[(size_t)(4 * t + r) * LDA + KB * kb + k];
+    pack(a, apk);
     double times[15];
     for (int i = 0; i < 15; i++) {
         double start = now();

@@ -25,8 +25,9 @@ pytestmark = [
 @pytest.mark.parametrize(
     "switches",
     [[], ["-DLDA=1040", "-DLDC=1040"], ["-DA_TILES=1", "-DB_FIXED", "-DC_FIXED"], ["-DPACK_A"],
-     ["-DPREFETCH_C"]],
-    ids=["as-generated", "padded", "all-cached", "packed-a", "prefetch-c"],
+     ["-DPACK_A", "-DPACK_IN"], ["-DPACK_GLOBAL", "-DPACK_IN"], ["-DPREFETCH_C"]],
+    ids=["as-generated", "padded", "all-cached", "packed-a", "packed-a-timed", "packed-global",
+         "prefetch-c"],
 )  # fmt: skip
 def test_losses_nest_builds_with_each_switch(tmp_path: Path, switches: list[str]) -> None:
     subprocess.run(
