@@ -38,6 +38,12 @@ _ALIGN = 64
 # ---- integer expressions ------------------------------------------------------------------
 
 
+#: The least and greatest value of each loop variable of the loops open around the line
+#: being written (``Emitter.for_loop``), which lets ``Lin`` drop a packed layout's ``/`` and
+#: ``%`` where the range of a loop inside a block shows them to be exact.
+_LOOP_BOUNDS: dict[str, tuple[int, int]] = {}
+
+
 @attrs.frozen
 class Lin:
     """``const + sum(coef * var)``; opaque sub-expressions appear as variables."""
@@ -74,17 +80,46 @@ class Lin:
             return self
         if self.is_const():
             return Lin(self.const // k)
-        if self.const % k == 0 and all(c % k == 0 for _, c in self.terms):
-            return Lin(self.const // k, tuple((v, c // k) for v, c in self.terms))
+        split = self._split(k)
+        if split is not None:
+            return split[0].scale_down(k)
         return Lin.var(f"(({self.render()}) / {k})")
 
     def mod(self, k: int) -> Lin:
-        """``self % k``."""
+        """``self % k`` (of a non-negative value)."""
         if self.is_const():
             return Lin(self.const % k)
-        if self.const % k == 0 and all(c % k == 0 for _, c in self.terms):
-            return Lin()
+        split = self._split(k)
+        if split is not None:
+            return split[1]
         return Lin.var(f"(({self.render()}) % {k})")
+
+    def scale_down(self, k: int) -> Lin:
+        """``self / k`` where ``k`` divides the constant and every coefficient."""
+        return Lin(self.const // k, tuple((v, c // k) for v, c in self.terms))
+
+    def _split(self, k: int) -> tuple[Lin, Lin] | None:
+        """``(multiple, rest)`` with ``self == multiple + rest``, ``multiple`` a multiple of
+        ``k`` for every value of the variables and ``0 <= rest < k`` for every value the
+        loops open around the current line give them (``Emitter.for_loop``'s bounds); None
+        if the terms that are not multiples of ``k`` could leave that range or run over a
+        variable of unknown range. So ``(96 * i + 8) % 16`` is ``8``, and in a loop of
+        ``j`` from 0 to 255, ``(256 * i + j) / 256`` is ``i``."""
+        lo = hi = self.const % k
+        rest: list[tuple[str, int]] = []
+        for v, c in self.terms:
+            if c % k == 0:
+                continue
+            bounds = _LOOP_BOUNDS.get(v)
+            if bounds is None:
+                return None
+            lo += c * (bounds[0] if c > 0 else bounds[1])
+            hi += c * (bounds[1] if c > 0 else bounds[0])
+            rest.append((v, c))
+        if lo < 0 or hi >= k:
+            return None
+        rest_lin = Lin(self.const % k, tuple(rest))
+        return self + rest_lin.scale(-1), rest_lin
 
     def render(self) -> str:
         """C text, variables first, constant last."""
@@ -317,13 +352,21 @@ class Emitter:
         self.depth += 1
         top = len(self.lines)
         self.loop_trips.append(stop - start)
-        body()
-        work = self.interleave
-        if work is not None and work.every is None and len(self.loop_trips) > work.depth:
-            every = max(1, math.prod(self.loop_trips[work.depth :]) // work.rows)
-            work.every = every if every <= work.SPARSEST else 0
-            if work.placed:
-                self.lines[top:top] = self._captured(lambda: self._piece(work))
+        outer = _LOOP_BOUNDS.get(var)
+        _LOOP_BOUNDS[var] = (start, max(start, stop - 1))
+        try:
+            body()
+            work = self.interleave
+            if work is not None and work.every is None and len(self.loop_trips) > work.depth:
+                every = max(1, math.prod(self.loop_trips[work.depth :]) // work.rows)
+                work.every = every if every <= work.SPARSEST else 0
+                if work.placed:
+                    self.lines[top:top] = self._captured(lambda: self._piece(work))
+        finally:
+            if outer is None:
+                del _LOOP_BOUNDS[var]
+            else:
+                _LOOP_BOUNDS[var] = outer
         self.loop_trips.pop()
         self.depth -= 1
         self.emit("}")
