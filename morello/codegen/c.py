@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -38,10 +39,19 @@ _ALIGN = 64
 # ---- integer expressions ------------------------------------------------------------------
 
 
-#: The least and greatest value of each loop variable of the loops open around the line
-#: being written (``Emitter.for_loop``), which lets ``Lin`` drop a packed layout's ``/`` and
-#: ``%`` where the range of a loop inside a block shows them to be exact.
-_LOOP_BOUNDS: dict[str, tuple[int, int]] = {}
+#: Per thread, ``bounds``: the least and greatest value of each loop variable of the loops
+#: open around the line being written (``Emitter.for_loop``), which lets ``Lin`` drop a
+#: packed layout's ``/`` and ``%`` where the range of a loop inside a block shows them to be
+#: exact. Per thread, so that two functions written at once never read each other's loops.
+_OPEN_LOOPS = threading.local()
+
+
+def _loop_bounds() -> dict[str, tuple[int, int]]:
+    """This thread's ranges of the open loops' variables (see ``_OPEN_LOOPS``)."""
+    bounds: dict[str, tuple[int, int]] | None = getattr(_OPEN_LOOPS, "bounds", None)
+    if bounds is None:
+        bounds = _OPEN_LOOPS.bounds = {}
+    return bounds
 
 
 @attrs.frozen
@@ -107,10 +117,11 @@ class Lin:
         ``j`` from 0 to 255, ``(256 * i + j) / 256`` is ``i``."""
         lo = hi = self.const % k
         rest: list[tuple[str, int]] = []
+        open_loops = _loop_bounds()
         for v, c in self.terms:
             if c % k == 0:
                 continue
-            bounds = _LOOP_BOUNDS.get(v)
+            bounds = open_loops.get(v)
             if bounds is None:
                 return None
             lo += c * (bounds[0] if c > 0 else bounds[1])
@@ -352,8 +363,9 @@ class Emitter:
         self.depth += 1
         top = len(self.lines)
         self.loop_trips.append(stop - start)
-        outer = _LOOP_BOUNDS.get(var)
-        _LOOP_BOUNDS[var] = (start, max(start, stop - 1))
+        open_loops = _loop_bounds()
+        outer = open_loops.get(var)
+        open_loops[var] = (start, max(start, stop - 1))
         try:
             body()
             work = self.interleave
@@ -364,9 +376,9 @@ class Emitter:
                     self.lines[top:top] = self._captured(lambda: self._piece(work))
         finally:
             if outer is None:
-                del _LOOP_BOUNDS[var]
+                del open_loops[var]
             else:
-                _LOOP_BOUNDS[var] = outer
+                open_loops[var] = outer
         self.loop_trips.pop()
         self.depth -= 1
         self.emit("}")
