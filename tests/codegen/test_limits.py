@@ -33,11 +33,20 @@ def test_limits_peak_and_bandwidth_are_positive_and_plausible(
     ctx: SynthesisContext, tmp_path: Path
 ) -> None:
     bench = LimitsBench(ctx.target, tmp_path)
-    peak = bench.peak_gflops("float", repeats=3, min_s=0.01)
-    peak64 = bench.peak_gflops("double", repeats=3, min_s=0.01)
-    assert math.isfinite(peak) and peak > 0
-    # Twice the lanes per register in f32: the f64 peak is about half (noise aside).
-    assert 0.3 < peak64 / peak < 0.8
+    # Twice the lanes per register in f32: the f64 peak is about half. Work on the other
+    # core (a test worker beside this one) can slow either loop while it runs: under
+    # `.ci/run` on a Zen 5 the f32 loop once read 131 GFLOP/s against 256 alone, the f64
+    # loop 132, so a run whose pair is off is measured again, up to five times.
+    ratios = []
+    for _ in range(5):
+        peak = bench.peak_gflops("float", repeats=3, min_s=0.01)
+        peak64 = bench.peak_gflops("double", repeats=3, min_s=0.01)
+        assert math.isfinite(peak) and peak > 0
+        assert math.isfinite(peak64) and peak64 > 0
+        ratios.append(peak64 / peak)
+        if 0.3 < ratios[-1] < 0.8:
+            break
+    assert 0.3 < ratios[-1] < 0.8, f"f64 peak / f32 peak in each attempt: {ratios}"
     small = bench.bandwidth_gbps(256 << 10, repeats=3, min_s=0.005)
     large = bench.bandwidth_gbps(64 << 20, repeats=3, min_s=0.005)
     assert math.isfinite(large) and large > 0

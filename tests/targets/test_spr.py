@@ -157,9 +157,7 @@ def _exp_loop(kernel_file: str, name: str, lanes: int) -> str:
     # The file's exp kernel for a row of ``lanes`` (one declaration also gives it for a
     # vector, ``vexp1_...``, with the same body).
     (kernel,) = [
-        k
-        for k in parse_rule_file(KERNELS / kernel_file).kernels
-        if k.name == f"vexp_f32x{lanes}"
+        k for k in parse_rule_file(KERNELS / kernel_file).kernels if k.name == f"vexp_f32x{lanes}"
     ]
     ps = "_mm256" if lanes == 8 else "_mm512"
     body = "\n".join(kernel.render({"src": ("x", "&x"), "dst": ("y", "&y")}))
