@@ -6,7 +6,8 @@ reads them from memory once and from the cache afterwards. A level marked
 ``MemoryLevel.whole_specs`` is modelled that way. When every operand of a Spec that lives in
 a level moving into it fits at once, the ``reside`` schema moves them all there together
 (no buffer, no copy), and that action is *forced*: it is the only one offered for the Spec
-(``forced``), because a program cannot opt out of a cache.
+(``forced``), because a program cannot opt out of a cache. Operands the Spec reads once
+stay where they are (``resident_operands``).
 
 Cost: the first touch of each line is paid at the source level's price and every later
 touch at the cache's, so the node charges each operand's lines at the difference of the two
@@ -23,6 +24,7 @@ used lines stay in an LRU cache, and those operands are touched on every trip.)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -91,10 +93,27 @@ def resident_operands(
     """The operands of ``spec`` that residency in level ``idx`` (one of
     ``Target.whole_specs_levels``) moves there, and the Spec's operands after the move;
     None when the level has no room in the Spec's limits, no operand lives in a level
-    moving there, or they do not fit."""
+    moving there, the Spec reuses none of those, or they do not fit.
+
+    An operand that ``spec`` reads once (each element used by one point of its iteration
+    space: a matvec's weights, an elementwise op's input) is not moved: the cache gains it
+    nothing within the Spec, so it stays in its level, where its reads are priced as the
+    streams they are. It still passes through the cache, so it counts toward the fit.
+    Moved, its fill was the tile's price in main memory less the cache's, which for a tile
+    of a few long rows (concurrent streams against a strided walk of cache lines) came to
+    nothing or less, and for a packed strip (one stream) to more than streaming it: f32
+    matvecs ran 13% slower for it, a bf16 one 47% (BENCHMARKS.md, "Operands read once are
+    not resident"). A loop around such steps credits nothing for it either
+    (``loop_reuse``), though it may reuse it: the step pays for it piece by piece at main
+    memory's prices, which can be less than the whole tile's fill the credit would take off
+    (tried: crediting it made 512^3 and 1024^3 programs 4 and 43 times slower)."""
     target = ctx.target
     level = target.levels[idx]
-    moved = tuple(i for i, ts in enumerate(spec.operands) if level.name in ts.level.moves_to)
+    cands = tuple(i for i, ts in enumerate(spec.operands) if level.name in ts.level.moves_to)
+    if not cands:
+        return None
+    points = _points(spec, ctx)
+    moved = tuple(i for i in cands if spec.operands[i].volume < points)
     if not moved:
         return None
     if spec.limits[idx] == 0:
@@ -102,13 +121,22 @@ def resident_operands(
         return None
     operands = list(spec.operands)
     units = 0
-    for i in moved:
-        operands[i] = attrs.evolve(spec.operands[i], level=level)
-        units += memory_units(operands[i], level)
+    for i in cands:  # what the Spec reads once passes through the cache: it counts
+        there = attrs.evolve(spec.operands[i], level=level)
+        units += memory_units(there, level)
+        if i in moved:
+            operands[i] = there
     if units > spec.limits[idx]:
         short_of(idx, units)
         return None
     return moved, tuple(operands)
+
+
+def _points(spec: Spec, ctx: SynthesisContext) -> int:
+    """The size of ``spec``'s iteration space."""
+    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    return math.prod(sizes.values())
 
 
 def not_resident(spec: Spec, ctx: SynthesisContext) -> Spec:
@@ -126,18 +154,21 @@ def loop_reuse(spec: Spec, body: Spec, var: str, repeats: int, ctx: SynthesisCon
 
     ``spec`` is the loop's Spec, ``body`` its step's, ``var`` the index it runs over. When
     the step is resident in a ``whole_specs`` level (a forced action, so its solution is
-    that residency), each operand the loop does not move along is the same data on every
-    trip and stays in the cache: only the first trip's fill of it is paid.
+    that residency), each operand it moved there that the loop does not move along is the
+    same data on every trip and stays in the cache: only the first trip's fill of it is
+    paid. Where the step fits several such levels, the largest of their credits (the
+    innermost cache's, where the step resides): the step fills one of them, not each.
     """
-    saved = 0
+    saved = None
     for idx in ctx.target.whole_specs_levels:  # on the search's hot path: usually none
         got = resident_operands(body, idx, ctx)
         if got is None:
             continue
         moved, operands = got
         moving = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)}
-        saved += sum(_fill(body.operands[i], operands[i], ctx) for i in moved if i not in moving)
-    return repeats * saved
+        here = sum(_fill(body.operands[i], operands[i], ctx) for i in moved if i not in moving)
+        saved = here if saved is None else max(saved, here)
+    return repeats * (saved or 0)
 
 
 def _fill(src: TensorSpec, dest: TensorSpec, ctx: SynthesisContext) -> int:

@@ -555,8 +555,9 @@ class Reside:
     """Hold a Spec's whole working set in a cache the hardware fills implicitly.
 
     For each level marked ``whole_specs`` that still has room in the Spec's limits: when
-    the operands living in levels that move into it fit there together, all of them move
-    there at once (a ``ResideAction``, which is forced: see ``morello.nodes.reside``).
+    the operands living in levels that move into it fit there together, all of them that
+    the Spec reuses move there at once (a ``ResideAction``, which is forced: see
+    ``morello.nodes.reside``).
     """
 
     name: str = "reside"

@@ -9,6 +9,7 @@ answer.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import attrs
@@ -144,11 +145,55 @@ def test_a_spec_too_large_is_not_resident(l2ctx: SynthesisContext) -> None:
     impl, _ = synthesize(spec, l2ctx, {})
     resident = [n for n in impl.walk() if isinstance(n.action, ResideAction)]
     assert resident, "a tile of it fits the L2"
-    for node in resident:  # below a residency, nothing is in main memory any more
-        for below in node.walk():
-            if below is not node:
-                assert all(t.level.name != "GL" for t in below.spec.operands)
+    for node in resident:  # below a residency, only what its Spec reads once is in memory
+        left = [i for i, t in enumerate(node.action.body.operands) if t.level.name == "GL"]
+        assert all(node.spec.operands[i].volume == _points(node.spec, l2ctx) for i in left)
+        assert not set(left) & set(node.action.operands)
     assert impl_problems(impl, l2ctx) == []
+
+
+def _points(spec: Spec, ctx: SynthesisContext) -> int:
+    return math.prod(ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands]).values())
+
+
+def test_an_operand_read_once_stays_in_memory(l2ctx: SynthesisContext) -> None:
+    # 1x4x16: b's 64 elements are each used once (by one point of 64), a 16 times, c 4.
+    spec = _matmul(l2ctx, 1, 4, 16)  # 1 + 4 + 1 lines: fits
+    (action,) = spec_actions(spec, l2ctx)
+    assert isinstance(action, ResideAction)
+    assert action.operands == (0, 2)
+    assert [t.level.name for t in action.body.operands] == ["L2", "GL", "L2"]
+    # Its reads are priced where it is, as a stream or walk there: the fill is the others'.
+    assert action.cost(spec, [0], l2ctx) == _fill(spec, 0, l2ctx) + _fill(spec, 2, l2ctx)
+    # A Spec that reuses nothing (an elementwise op) is not resident at all.
+    text = "func r(x: f32[4, 16]) -> y: f32[4, 16] {\n    y = relu(x)\n}\n"
+    (func,) = parse_spec_file("r.lark", text).funcs
+    relu = build_program(func, l2ctx).spec
+    assert not any(isinstance(a, ResideAction) for a in spec_actions(relu, l2ctx))
+    # A matvec's weights are never moved into the L2, at any tile of it.
+    (action,) = spec_actions(_matmul(l2ctx, 1, 8, 64), l2ctx)  # 1 + 32 + 4 lines
+    assert isinstance(action, ResideAction) and action.operands == (0, 2)
+    impl, _ = synthesize(_matmul(l2ctx, 1, 32, 64), l2ctx, {})
+    resident = [n for n in impl.walk() if isinstance(n.action, ResideAction)]
+    assert all(1 not in n.action.operands for n in resident)
+
+
+def test_a_loop_credits_nothing_for_an_operand_its_steps_read_once(
+    l2ctx: SynthesisContext,
+) -> None:
+    # 16x16x32 (16 + 32 + 32 lines) does not fit; a step of one row (1 + 32 + 2) does, and
+    # reads each element of b once, so b stays in memory in the step, priced there piece by
+    # piece. The loop over m does not move along b, but credits nothing for it: the whole
+    # tile's fill could be more than the step paid for b (see ``resident_operands``).
+    spec = _matmul(l2ctx, 16, 16, 32)
+    assert not any(isinstance(a, ResideAction) for a in spec_actions(spec, l2ctx))
+    loop = _loop(spec, l2ctx, "m", 1)
+    (reside,) = spec_actions(loop.body, l2ctx)
+    assert isinstance(reside, ResideAction) and reside.operands == (0, 2)
+    assert loop_reuse(spec, loop.body, "m", 15, l2ctx) == 0
+    # Steps of two rows reuse b (each element for two points): moved, and credited.
+    two = _loop(spec, l2ctx, "m", 2)
+    assert loop_reuse(spec, two.body, "m", 7, l2ctx) == 7 * _fill(two.body, 1, l2ctx) > 0
 
 
 def _loop(spec: Spec, ctx: SynthesisContext, var: str, step: int) -> LoopAction:
@@ -213,6 +258,44 @@ def test_no_reuse_where_steps_are_not_resident(l2ctx: SynthesisContext) -> None:
     assert loop_reuse(plain, _loop(plain, flat, "m", 8).body, "m", 3, flat) == 0
 
 
+class _Zen1L3(_Zen1L2):
+    """zen1 with the L2 of ``_Zen1L2`` and, outside it, an L3 of 4 times its size that holds
+    whole Specs too, a line there at 10."""
+
+    @hookimpl
+    def morello_targets(self) -> list[Target]:
+        (target,) = super().morello_targets()
+        gl, l2, *rest = target.levels
+        l3 = attrs.evolve(l2, name="L3", capacity=4 * L2_BYTES, moves_to=("L1", "L2"))
+        gl = attrs.evolve(gl, moves_to=(*gl.moves_to, "L3"))
+        return [attrs.evolve(target, levels=(gl, l3, l2, *rest))]
+
+    @hookimpl
+    def morello_cost_coefficients(self, target: Target) -> CostCoefficients | None:
+        base = super().morello_cost_coefficients(target)
+        return base and attrs.evolve(base, level_hit={**base.level_hit, "L3": 10})
+
+
+def test_a_step_that_fits_two_caches_is_credited_once() -> None:
+    two = make_context("zen1_l2", Plugins(modules=[_Zen1L3()]), [], None)
+    one = make_context("zen1_l2", Plugins(modules=[_Zen1L2()]), [], None)
+    assert [lv.name for lv in two.target.levels][:3] == ["GL", "L3", "L2"]
+    # 128 + 16 + 128 lines fit neither cache; steps of 4 rows (4 + 16 + 4) fit both. B,
+    # which the loop does not move along, is credited at the L2's fill (the larger), not at
+    # the L2's and the L3's together.
+    spec, plain = _matmul(two, 128, 16, 16), _matmul(one, 128, 16, 16)
+    body = _loop(spec, two, "m", 4).body
+    credit = loop_reuse(spec, body, "m", 31, two)
+    assert credit == loop_reuse(plain, _loop(plain, one, "m", 4).body, "m", 31, one) > 0
+    assert credit == 31 * _fill(body, 1, two)
+    # A step that fits the L3 only is credited at the L3's fill.
+    wide = _matmul(two, 64, 32, 32)  # steps of 32 rows: 64 + 64 + 64 lines, over the L2
+    step = _loop(wide, two, "m", 32).body
+    l3 = attrs.evolve(step.operands[1], level=two.target.level("L3"))
+    fill = access_cost(step.operands[1], two) - access_cost(l3, two)
+    assert loop_reuse(wide, step, "m", 1, two) == fill > 0
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 8), (2, 2, 8), (2, 3, 4)])
 def test_dp_equals_enumeration_with_residency(
     l2ctx: SynthesisContext, shape: tuple[int, int, int]
@@ -225,8 +308,8 @@ def test_dp_equals_enumeration_with_residency(
 
 
 def test_dp_equals_enumeration_over_a_loop_of_resident_steps() -> None:
-    # An L2 of 4 lines: a 2x2x16 product (1 + 2 + 2 lines) is not resident, its steps along
-    # m (1 + 2 + 1) are, and the loop credits what they share.
+    # An L2 of 4 lines: a 4x4x8 product (1 + 2 + 2 lines) is not resident, its steps of 2
+    # rows along m (1 + 2 + 1) are, each reusing B, and the loop credits B's later fills.
     class Tiny(_Zen1L2):
         @hookimpl
         def morello_targets(self) -> list[Target]:
@@ -237,13 +320,13 @@ def test_dp_equals_enumeration_over_a_loop_of_resident_steps() -> None:
             return [attrs.evolve(target, levels=levels)]
 
     ctx = make_context("zen1_l2", Plugins(modules=[Tiny()]), [], None)
-    spec = _matmul(ctx, 2, 2, 16)
+    spec = _matmul(ctx, 4, 4, 8)
     assert not any(isinstance(a, ResideAction) for a in spec_actions(spec, ctx))
     impl, _ = synthesize(spec, ctx, {})
     oracle = exhaustive_search(spec, ctx, max_trees=30_000)
     assert oracle.cost == impl.cost
     # The programs compared include loops that credit reuse (B, along m).
-    assert loop_reuse(spec, _loop(spec, ctx, "m", 1).body, "m", 1, ctx) > 0
+    assert loop_reuse(spec, _loop(spec, ctx, "m", 2).body, "m", 1, ctx) > 0
 
 
 @pytest.mark.runs_code
