@@ -151,6 +151,14 @@ def combine(
     return Cost(base, tuple(use))
 
 
+def iteration_points(spec: Spec, ctx: SynthesisContext) -> int:
+    """The size of ``spec``'s iteration space: the points its op visits, one per combination
+    of its index values (an operand with as many elements is read once)."""
+    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
+    assert isinstance(sizes, dict)
+    return functools.reduce(operator.mul, sizes.values(), 1)
+
+
 def lines_and_runs(ts: TensorSpec) -> tuple[int, int]:
     """Cache lines ``ts`` touches at its level, and its number of contiguous runs."""
     return spec_geometry(ts, ts.dtype.size, ts.level.line_bytes)

@@ -12,7 +12,6 @@ reads a streamed operand's rows in turn (``LoopAction._rows_in_turn``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, offset_step, shift_views
-from morello.cost import Cost, combine, lines_and_runs
+from morello.cost import Cost, combine, iteration_points, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
@@ -189,9 +188,7 @@ class LoopAction(NodeBase):
                 if per_piece <= 0:
                     continue
                 if points is None:
-                    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
-                    assert isinstance(sizes, dict)
-                    points = math.prod(sizes.values())
+                    points = iteration_points(spec, ctx)
                 if whole.volume < points:
                     break
                 total += count * per_piece

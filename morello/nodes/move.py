@@ -10,14 +10,13 @@ touches at both levels. C: the buffer's declaration, the copies, the body over t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from morello.codegen.c import Lin, View, on_heap
-from morello.cost import access_cost, combine
+from morello.cost import access_cost, combine, iteration_points
 from morello.nodes.base import Copy, NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, add_peak, memory_units
 
@@ -127,10 +126,7 @@ class MoveAction(NodeBase):
     def _reused(self, ctx: SynthesisContext) -> bool:
         """Whether the body reads each moved element more than once: its iteration space
         has more points than the destination has elements."""
-        body = self.body
-        sizes = ctx.ruleset.ops[body.op].sizes([t.shape for t in body.operands])
-        assert isinstance(sizes, dict)
-        return math.prod(sizes.values()) > self.dest.volume
+        return iteration_points(self.body, ctx) > self.dest.volume
 
 
 def _pin(em: Emitter, dest: TensorSpec, name: str) -> None:

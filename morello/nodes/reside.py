@@ -24,13 +24,12 @@ used lines stay in an LRU cache, and those operands are touched on every trip.)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from morello.cost import access_cost
+from morello.cost import access_cost, iteration_points
 from morello.nodes.base import NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, memory_units, short_of, snap_up
 
@@ -112,7 +111,7 @@ def resident_operands(
     cands = tuple(i for i, ts in enumerate(spec.operands) if level.name in ts.level.moves_to)
     if not cands:
         return None
-    points = _points(spec, ctx)
+    points = iteration_points(spec, ctx)
     moved = tuple(i for i in cands if spec.operands[i].volume < points)
     if not moved:
         return None
@@ -130,13 +129,6 @@ def resident_operands(
         short_of(idx, units)
         return None
     return moved, tuple(operands)
-
-
-def _points(spec: Spec, ctx: SynthesisContext) -> int:
-    """The size of ``spec``'s iteration space."""
-    sizes = ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands])
-    assert isinstance(sizes, dict)
-    return math.prod(sizes.values())
 
 
 def not_resident(spec: Spec, ctx: SynthesisContext) -> Spec:

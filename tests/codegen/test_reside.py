@@ -9,7 +9,6 @@ answer.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import attrs
@@ -19,7 +18,7 @@ from spec_library import compile_spec_text
 from morello import CostCoefficients, hookimpl
 from morello.codegen import harness
 from morello.context import SynthesisContext, make_context
-from morello.cost import access_cost
+from morello.cost import access_cost, iteration_points
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import LoopAction, MoveAction, ParallelLoopAction, ResideAction
 from morello.nodes.reside import loop_reuse, not_resident
@@ -147,13 +146,9 @@ def test_a_spec_too_large_is_not_resident(l2ctx: SynthesisContext) -> None:
     assert resident, "a tile of it fits the L2"
     for node in resident:  # below a residency, only what its Spec reads once is in memory
         left = [i for i, t in enumerate(node.action.body.operands) if t.level.name == "GL"]
-        assert all(node.spec.operands[i].volume == _points(node.spec, l2ctx) for i in left)
+        assert all(node.spec.operands[i].volume == iteration_points(node.spec, l2ctx) for i in left)
         assert not set(left) & set(node.action.operands)
     assert impl_problems(impl, l2ctx) == []
-
-
-def _points(spec: Spec, ctx: SynthesisContext) -> int:
-    return math.prod(ctx.ruleset.ops[spec.op].sizes([t.shape for t in spec.operands]).values())
 
 
 def test_an_operand_read_once_stays_in_memory(l2ctx: SynthesisContext) -> None:
