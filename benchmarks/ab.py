@@ -1,6 +1,7 @@
 """Two C programs of one spec timed against each other in one process.
 
-Wraps ``benchmarks/ab_programs.c``: the function of SPEC (f32, two or three inputs) as
+Wraps ``benchmarks/ab_programs.c``: the function of SPEC (two or three inputs of any
+element type: f32, bf16, integers) as
 written in OLD.c and in NEW.c (C that ``python -m morello`` or ``benchmarks/forced.py``
 wrote, or a hand edit of it) is renamed in a copy of each, both are compiled with the
 target's compiler and flags, and the harness checks the outputs against each other, then
@@ -36,6 +37,7 @@ from pathlib import Path
 import attrs
 
 from morello.context import make_context
+from morello.dtypes import Dtype
 from morello.errors import MorelloError
 from morello.lang.spec_file import build_program, parse_spec_file
 
@@ -65,20 +67,30 @@ class ABResult:
 
 @attrs.frozen
 class Harness:
-    """What the harness needs of a spec: its function name, argument sizes, work per call,
-    and the target's compiler command (compiler and flags)."""
+    """What the harness needs of a spec: its function name, argument sizes (elements), work
+    per call, the target's compiler command (compiler and flags), and each argument's C
+    element type and kind of values (``ab_programs.c``: 0 float, 1 bf16, 2 integer)."""
 
     name: str
     sizes: tuple[int, ...]
     flops: int
     compiler: tuple[str, ...]
+    c_types: tuple[str, ...]
+    kinds: tuple[int, ...]
+
+
+def _kind(dtype: Dtype) -> int:
+    """How ``ab_programs.c`` writes and reads values of ``dtype``."""
+    if dtype.name == "bf16":
+        return 1
+    return 0 if dtype.is_float else 2
 
 
 def harness_for(spec_path: Path, target: str) -> Harness:
     """The function of ``spec_path`` as the harness calls it.
 
     Raises:
-        ABError: not one function, not all f32, or not two or three inputs.
+        ABError: not one function, or not two or three inputs.
     """
     ctx = make_context(target)
     funcs = parse_spec_file(str(spec_path), spec_path.read_text(encoding="utf-8")).funcs
@@ -86,13 +98,20 @@ def harness_for(spec_path: Path, target: str) -> Harness:
         raise ABError(f"{spec_path}: the harness times one function; the file has {len(funcs)}")
     program = build_program(funcs[0], ctx)
     operands = program.spec.operands
-    if len(operands) not in (3, 4) or any(t.dtype.name != "f32" for t in operands):
-        raise ABError(f"{spec_path}: the harness calls f32 functions of two or three inputs")
+    if len(operands) not in (3, 4):
+        raise ABError(f"{spec_path}: the harness calls functions of two or three inputs")
     opdef = ctx.ruleset.ops[program.spec.op]
     sizes = opdef.sizes([t.shape for t in operands])
     assert isinstance(sizes, dict)
     compiler = (ctx.target.compiler.cc, *ctx.target.compiler.flags)
-    return Harness(funcs[0].name, tuple(t.volume for t in operands), opdef.flops(sizes), compiler)
+    return Harness(
+        funcs[0].name,
+        tuple(t.volume for t in operands),
+        opdef.flops(sizes),
+        compiler,
+        tuple(t.dtype.c_type for t in operands),
+        tuple(_kind(t.dtype) for t in operands),
+    )
 
 
 def build(
@@ -111,12 +130,16 @@ def build(
         sources.append(folder / f"{label}.c")
         sources[-1].write_text(text, encoding="utf-8")
     sizes = (*harness.sizes, 1)[:4]
+    c_types = (*harness.c_types, "float")[:4]  # an unused fourth argument
+    kinds = (*harness.kinds, 0)[:4]
     defines = [
         f"-DOLD=old_{harness.name}",
         f"-DNEW=new_{harness.name}",
         f'-DNAME="{harness.name}"',
         f"-DNARGS={len(harness.sizes)}",
         *(f"-DS{i}={n}" for i, n in enumerate(sizes)),
+        *(f"-DT{i}={t}" for i, t in enumerate(c_types)),
+        *(f"-DK{i}={k}" for i, k in enumerate(kinds)),
         f"-DFLOPS={harness.flops}.0",
     ]
     exe = folder / "ab"

@@ -9,26 +9,63 @@
  *
  *   sed -i 's/void S(/void old_S(/' old.c; sed -i 's/void S(/void new_S(/' new.c
  *   gcc -O3 -mavx2 -mfma -mtune=znver1 -DOLD=old_S -DNEW=new_S -DNAME='"S"' \
- *       -DNARGS=3 -DS0=<floats of arg 0> -DS1=... -DS2=... -DS3=1 -DFLOPS=<2mkn> \
- *       benchmarks/ab_programs.c old.c new.c -lm && ./a.out
+ *       -DNARGS=3 -DS0=<elements of arg 0> -DS1=... -DS2=... -DS3=1 -DFLOPS=<2mkn> \
+ *       -DT0=float -DK0=0 ... -DT3=float -DK3=0 benchmarks/ab_programs.c old.c new.c -lm
  *
  * NARGS is 3 (two inputs and the output) or 4 (three inputs and the output); S0..S3 are
- * each argument's number of floats (S3 unused with 3).
+ * each argument's number of elements (S3 unused with 3); T0..T3 their C element types and
+ * K0..K3 how their values are written and read: 0 a float type, 1 bf16 (the upper 16 bits
+ * of an f32, held in a uint16_t), 2 an integer type.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #if NARGS == 3
-void OLD(const float *, const float *, float *);
-void NEW(const float *, const float *, float *);
+void OLD(const T0 *, const T1 *, T2 *);
+void NEW(const T0 *, const T1 *, T2 *);
 #define CALL(f, out) f(arg[0], arg[1], out)
+#define TOUT T2
+#define KOUT K2
 #else
-void OLD(const float *, const float *, const float *, float *);
-void NEW(const float *, const float *, const float *, float *);
+void OLD(const T0 *, const T1 *, const T2 *, T3 *);
+void NEW(const T0 *, const T1 *, const T2 *, T3 *);
 #define CALL(f, out) f(arg[0], arg[1], arg[2], out)
+#define TOUT T3
+#define KOUT K3
 #endif
+
+/* Element i of an argument: small values, a different pattern for each argument j. */
+#define FILL(T, K, p, i, j)                                                                    \
+    do {                                                                                       \
+        float v_ = (float)(((i) * 7 + (j)) % 13) * 0.01f - 0.05f;                              \
+        if ((K) == 1) {                                                                        \
+            uint32_t bits_;                                                                    \
+            memcpy(&bits_, &v_, 4);                                                            \
+            uint16_t top_ = (uint16_t)(bits_ >> 16);                                           \
+            memcpy((char *)(p) + 2 * (i), &top_, 2);                                           \
+        } else if ((K) == 2) {                                                                 \
+            ((T *)(p))[i] = (T)(((i) * 7 + (j)) % 13);                                         \
+        } else {                                                                               \
+            ((T *)(p))[i] = (T)v_;                                                             \
+        }                                                                                      \
+    } while (0)
+
+static double out_value(const TOUT *p, long i)
+{
+    if (KOUT == 1) {
+        uint16_t top;
+        memcpy(&top, (const char *)p + 2 * i, 2);
+        uint32_t bits = (uint32_t)top << 16;
+        float v;
+        memcpy(&v, &bits, 4);
+        return v;
+    }
+    return (double)p[i];
+}
 
 static double now(void)
 {
@@ -46,17 +83,24 @@ static int by_value(const void *x, const void *y)
 int main(void)
 {
     long sizes[4] = {S0, S1, S2, S3};
-    float *arg[4];
-    for (int j = 0; j < 4; j++) {
-        arg[j] = aligned_alloc(64, 4 * sizes[j] + 64);
-        for (long i = 0; i < sizes[j]; i++) arg[j][i] = (float)((i * 7 + j) % 13) * 0.01f - 0.05f;
-    }
+    void *arg[4] = {
+        aligned_alloc(64, sizeof(T0) * S0 + 64),
+        aligned_alloc(64, sizeof(T1) * S1 + 64),
+        aligned_alloc(64, sizeof(T2) * S2 + 64),
+        aligned_alloc(64, sizeof(T3) * S3 + 64),
+    };
+    for (long i = 0; i < sizes[0]; i++) FILL(T0, K0, arg[0], i, 0);
+    for (long i = 0; i < sizes[1]; i++) FILL(T1, K1, arg[1], i, 1);
+    for (long i = 0; i < sizes[2]; i++) FILL(T2, K2, arg[2], i, 2);
+    for (long i = 0; i < sizes[3]; i++) FILL(T3, K3, arg[3], i, 3);
     long outs = sizes[NARGS - 1];
-    float *got_old = aligned_alloc(64, 4 * outs + 64), *got_new = aligned_alloc(64, 4 * outs + 64);
+    TOUT *got_old = aligned_alloc(64, sizeof(TOUT) * outs + 64);
+    TOUT *got_new = aligned_alloc(64, sizeof(TOUT) * outs + 64);
     CALL(OLD, got_old);
     CALL(NEW, got_new);
     double diff = 0;
-    for (long i = 0; i < outs; i++) diff = fmax(diff, fabs(got_old[i] - got_new[i]));
+    for (long i = 0; i < outs; i++)
+        diff = fmax(diff, fabs(out_value(got_old, i) - out_value(got_new, i)));
     double flops = FLOPS;
     int calls = (int)(2e9 / flops);
     calls = calls < 5 ? 5 : calls > 2001 ? 2001 : calls;

@@ -86,6 +86,54 @@ def test_a_program_that_computes_something_else_shows_its_difference(
     assert result.difference > 0.01
 
 
+BF16_SPEC = "func g(x: bf16[1, 64], w: bf16[64, 32]) -> y: f32[1, 32] { y = matmul(x, w) }\n"
+BF16_NAIVE = """
+#include <stdint.h>
+#include <string.h>
+static float widen(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float v;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+void g(const uint16_t *x, const uint16_t *w, float *y)
+{
+    for (int n = 0; n < 32; n++) {
+        float s = 0;
+        for (int k = 0; k < 64; k++) s += widen(x[k]) * widen(w[32 * k + n]);
+        y[n] = s;
+    }
+}
+"""
+
+
+def test_the_harness_is_given_each_argument_s_element_type(ab: ModuleType) -> None:
+    harness = ab.harness_for(ROOT / "examples" / "gemma_matvec.lark", "zen1")
+    assert harness.c_types == ("uint16_t", "uint16_t", "float")
+    assert harness.kinds == (1, 1, 0)  # bf16 bit patterns in, f32 out
+    assert harness.sizes == (2048, 2048 * 16384, 16384)
+
+
+@pytest.mark.runs_code
+def test_bf16_programs_are_checked_and_timed(tmp_path: Path, ab: ModuleType) -> None:
+    spec = tmp_path / "g.lark"
+    spec.write_text(BF16_SPEC, encoding="utf-8")
+    ctx = make_context("zen1")
+    (func,) = parse_spec_file(str(spec), BF16_SPEC).funcs
+    prog = build_program(func, ctx)
+    impl, _ = synthesize(prog.spec, ctx, {})
+    generated, naive, wrong = tmp_path / "gen.c", tmp_path / "naive.c", tmp_path / "wrong.c"
+    generated.write_text(lower_to_c("g", [(prog, impl)], ctx).c_text, encoding="utf-8")
+    naive.write_text(BF16_NAIVE, encoding="utf-8")
+    wrong.write_text(BF16_NAIVE.replace("s += widen", "s -= widen"), encoding="utf-8")
+    (result,) = ab.compare(spec, naive, generated)
+    assert result.difference < 1e-4  # the inputs are read as bf16 values by both
+    assert result.old_us > 0 and result.new_us > 0
+    (result,) = ab.compare(spec, naive, wrong)
+    assert result.difference > 0.01
+
+
 def test_bad_input_is_a_one_line_error(tmp_path: Path, ab: ModuleType, capsys) -> None:
     spec, naive, _ = _files(tmp_path)
     other = tmp_path / "other.c"
