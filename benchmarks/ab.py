@@ -14,7 +14,10 @@ over new (above 1: NEW is faster):
         "tile_out: for v1 in 32 x 16"
     python benchmarks/ab.py examples/dense_relu.lark chosen.c forced.c
 
-``--runs N`` runs the harness N times (the machine is shared: compare the runs).
+``--runs N`` runs the harness N times (the machine is shared: compare the runs);
+``--placements N`` runs it on N placements of the buffers within a page, the ones
+``morello bench`` times (``bench.placement``), since where the buffers lie relative to each
+other can change a program's speed (the default, 1, is bench's first placement).
 ``--define-new NAME`` compiles NEW with the macro NAME set to 1, so one file with switches
 (``benchmarks/dense_relu_copies.c``) can be timed against itself without them:
 
@@ -36,6 +39,7 @@ from pathlib import Path
 
 import attrs
 
+from morello.codegen.bench import placement
 from morello.context import make_context
 from morello.dtypes import Dtype
 from morello.errors import MorelloError
@@ -63,6 +67,7 @@ class ABResult:
     ratio: float
     low: float
     high: float
+    placement: int = 0
 
 
 @attrs.frozen
@@ -151,13 +156,14 @@ def build(
     return exe
 
 
-def run(exe: Path) -> ABResult:
-    """One run of a built harness."""
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
+def run(exe: Path, where: int = 0, nargs: int = 4) -> ABResult:
+    """One run of a built harness, its ``nargs`` buffers on bench's placement ``where``."""
+    offsets = [str(placement(where, j)) for j in range(nargs)]
+    proc = subprocess.run([str(exe), *offsets], capture_output=True, text=True, check=False)
     found = _RESULT.search(proc.stdout)
     if proc.returncode != 0 or found is None:
         raise ABError(f"the harness failed (exit {proc.returncode}): {proc.stderr.strip()}")
-    return ABResult(*(float(x) for x in found.groups()))
+    return ABResult(*(float(x) for x in found.groups()), placement=where)
 
 
 def compare(
@@ -167,15 +173,18 @@ def compare(
     target: str = "zen1",
     runs: int = 1,
     new_defines: Sequence[str] = (),
+    placements: int = 1,
 ) -> list[ABResult]:
-    """``runs`` runs of the harness on OLD and NEW, the programs of ``spec_path``."""
+    """``runs`` runs of the harness on OLD and NEW, the programs of ``spec_path``, on each
+    of ``placements`` placements of the buffers (placement by placement)."""
     for name in new_defines:
         if not name.isidentifier():
             raise ABError(f"--define-new {name!r}: not a C macro name")
     harness = harness_for(spec_path, target)
     with tempfile.TemporaryDirectory(prefix="morello-ab-") as tmp:
         exe = build(harness, old_c, new_c, Path(tmp), new_defines)
-        return [run(exe) for _ in range(runs)]
+        nargs = len(harness.sizes)
+        return [run(exe, where, nargs) for where in range(placements) for _ in range(runs)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -188,6 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--target", "-t", default="zen1")
     p.add_argument("--runs", type=int, default=1, help="runs of the harness (default 1)")
     p.add_argument(
+        "--placements",
+        type=int,
+        default=1,
+        help="placements of the buffers within a page, each run --runs times (default 1)",
+    )
+    p.add_argument(
         "--define-new",
         action="append",
         default=[],
@@ -197,14 +212,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
+    if args.placements < 1:
+        p.error("--placements must be at least 1")
     try:
-        results = compare(args.spec, args.old, args.new, args.target, args.runs, args.define_new)
+        results = compare(
+            args.spec,
+            args.old,
+            args.new,
+            args.target,
+            args.runs,
+            args.define_new,
+            args.placements,
+        )
     except (ABError, MorelloError, OSError) as exc:
         print(f"ab.py: error: {exc}", file=sys.stderr)
         return 2
     for r in results:
+        where = f"placement {r.placement}: " if args.placements > 1 else ""
         print(
-            f"largest difference {r.difference:g}; old {r.old_us:.1f} us, new {r.new_us:.1f} us;"
+            f"{where}largest difference {r.difference:g}; old {r.old_us:.1f} us,"
+            f" new {r.new_us:.1f} us;"
             f" old time / new time {r.ratio:.3f} ({r.low:.3f}-{r.high:.3f})"
         )
     return 0

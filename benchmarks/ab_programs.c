@@ -16,6 +16,10 @@
  * each argument's number of elements (S3 unused with 3); T0..T3 their C element types and
  * K0..K3 how their values are written and read: 0 a float type, 1 bf16 (the upper 16 bits
  * of an f32, held in a uint16_t), 2 an integer type.
+ *
+ * Arguments: up to NARGS byte offsets within a 4 KiB page, one for each argument's buffer
+ * (default 0: page-aligned). Where buffers lie relative to each other within a page can
+ * change a program's speed (4K aliasing, cache sets), so ab.py times several placements.
  */
 #include <math.h>
 #include <stdint.h>
@@ -80,22 +84,31 @@ static int by_value(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-int main(void)
+/* A buffer of `bytes` starting `offset` bytes into a page. */
+static void *placed(size_t bytes, long offset)
+{
+    char *page = aligned_alloc(4096, (bytes + offset + 4096 + 4095) / 4096 * 4096);
+    return page + offset;
+}
+
+int main(int argc, char **argv)
 {
     long sizes[4] = {S0, S1, S2, S3};
+    long offset[4] = {0, 0, 0, 0};
+    for (int j = 0; j < 4 && j + 1 < argc; j++) offset[j] = atol(argv[j + 1]) % 4096;
     void *arg[4] = {
-        aligned_alloc(64, sizeof(T0) * S0 + 64),
-        aligned_alloc(64, sizeof(T1) * S1 + 64),
-        aligned_alloc(64, sizeof(T2) * S2 + 64),
-        aligned_alloc(64, sizeof(T3) * S3 + 64),
+        placed(sizeof(T0) * S0, offset[0]),
+        placed(sizeof(T1) * S1, offset[1]),
+        placed(sizeof(T2) * S2, offset[2]),
+        placed(sizeof(T3) * S3, offset[3]),
     };
     for (long i = 0; i < sizes[0]; i++) FILL(T0, K0, arg[0], i, 0);
     for (long i = 0; i < sizes[1]; i++) FILL(T1, K1, arg[1], i, 1);
     for (long i = 0; i < sizes[2]; i++) FILL(T2, K2, arg[2], i, 2);
     for (long i = 0; i < sizes[3]; i++) FILL(T3, K3, arg[3], i, 3);
     long outs = sizes[NARGS - 1];
-    TOUT *got_old = aligned_alloc(64, sizeof(TOUT) * outs + 64);
-    TOUT *got_new = aligned_alloc(64, sizeof(TOUT) * outs + 64);
+    TOUT *got_old = placed(sizeof(TOUT) * outs, offset[NARGS - 1]);
+    TOUT *got_new = placed(sizeof(TOUT) * outs, offset[NARGS - 1]);
     CALL(OLD, got_old);
     CALL(NEW, got_new);
     double diff = 0;

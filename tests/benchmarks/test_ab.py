@@ -76,6 +76,14 @@ def test_two_programs_are_checked_against_each_other_and_timed(
 
 
 @pytest.mark.runs_code
+def test_each_placement_of_the_buffers_is_timed(tmp_path: Path, ab: ModuleType) -> None:
+    spec, naive, generated = _files(tmp_path)
+    results = ab.compare(spec, naive, generated, runs=2, placements=2)
+    assert [r.placement for r in results] == [0, 0, 1, 1]
+    assert all(r.difference < 1e-4 for r in results)
+
+
+@pytest.mark.runs_code
 def test_a_program_that_computes_something_else_shows_its_difference(
     tmp_path: Path, ab: ModuleType
 ) -> None:
@@ -140,6 +148,9 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path, ab: ModuleType, capsys) -
     other.write_text(NAIVE.replace("void f(", "void g("), encoding="utf-8")
     assert ab.main([str(spec), str(naive), str(other)]) == 2
     assert "no definition of void f(...)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ab.main([str(spec), str(naive), str(naive), "--placements", "0"])
+    assert "--placements must be at least 1" in capsys.readouterr().err
     assert ab.main([str(spec), str(naive), str(naive), "--define-new", "A-B"]) == 2
     assert "not a C macro name" in capsys.readouterr().err
     two = tmp_path / "two.lark"

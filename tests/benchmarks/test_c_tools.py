@@ -2,7 +2,8 @@
 its switches (``benchmarks/matmul_1024_losses.c``), the 32x2048x512 nest that times B's
 panel copies (``benchmarks/panel_copies.c``, which checks its own product), and the 1024^3
 nest with B's strips packed for the L2, timed against a BLAS on the same buffers
-(``benchmarks/matmul_1024_strips.c``). The A/B harness
+(``benchmarks/matmul_1024_strips.c``), and the walk that reads a matrix's rows in bursts
+(``benchmarks/stream_bursts.c``). The A/B harness
 (``benchmarks/ab_programs.c``) is tested through ``benchmarks/ab.py`` (``test_ab.py``)."""
 
 from __future__ import annotations
@@ -118,3 +119,20 @@ def test_strips_nest_reports_a_library_without_sgemm(tmp_path: Path) -> None:
     ).stdout.strip()
     run = subprocess.run([str(exe), libm], capture_output=True, text=True)
     assert run.returncode == 2 and "exports no cblas_sgemm" in run.stderr, run.stderr
+
+
+@pytest.mark.runs_code
+def test_stream_bursts_reads_every_line_once_per_burst(tmp_path: Path) -> None:
+    exe = tmp_path / "bursts"
+    subprocess.run(
+        ["gcc", *FLAGS, "-Wall", "-Werror", str(BENCHMARKS / "stream_bursts.c"), "-o", str(exe)],
+        check=True,
+    )
+    out = subprocess.run(
+        [str(exe), "8", "64", "2048"], check=True, capture_output=True, text=True
+    ).stdout  # the tool exits 1 if a walk read more or fewer elements than it should
+    bursts = re.findall(r"^rows at once 8, burst +(\d+) lines: [0-9.]+ GB/s$", out, re.M)
+    assert bursts == ["1", "2", "4", "8", "12", "16", "20", "24", "28", "32", "48", "64"], out
+    for args in (["0"], ["8", "4", "2048"], ["8", "64", "2040"], ["1", "2"]):
+        run = subprocess.run([str(exe), *args], capture_output=True, text=True)
+        assert run.returncode == 2 and run.stderr, args
