@@ -1,6 +1,6 @@
 """Two C programs of one spec timed against each other in one process.
 
-Wraps ``benchmarks/ab_programs.c``: the function of SPEC (two or three inputs of any
+Wraps ``benchmarks/ab_programs.c``: the function of SPEC (one to three inputs of any
 element type: f32, bf16, integers) as
 written in OLD.c and in NEW.c (C that ``python -m morello`` or ``benchmarks/forced.py``
 wrote, or a hand edit of it) is renamed in a copy of each, both are compiled with the
@@ -95,7 +95,7 @@ def harness_for(spec_path: Path, target: str) -> Harness:
     """The function of ``spec_path`` as the harness calls it.
 
     Raises:
-        ABError: not one function, or not two or three inputs.
+        ABError: not one function, or not one to three inputs.
     """
     ctx = make_context(target)
     funcs = parse_spec_file(str(spec_path), spec_path.read_text(encoding="utf-8")).funcs
@@ -103,8 +103,8 @@ def harness_for(spec_path: Path, target: str) -> Harness:
         raise ABError(f"{spec_path}: the harness times one function; the file has {len(funcs)}")
     program = build_program(funcs[0], ctx)
     operands = program.spec.operands
-    if len(operands) not in (3, 4):
-        raise ABError(f"{spec_path}: the harness calls functions of two or three inputs")
+    if len(operands) not in (2, 3, 4):
+        raise ABError(f"{spec_path}: the harness calls functions of one to three inputs")
     opdef = ctx.ruleset.ops[program.spec.op]
     sizes = opdef.sizes([t.shape for t in operands])
     assert isinstance(sizes, dict)
@@ -134,9 +134,10 @@ def build(
             text = "".join(f"#define {name} 1\n" for name in new_defines) + text
         sources.append(folder / f"{label}.c")
         sources[-1].write_text(text, encoding="utf-8")
-    sizes = (*harness.sizes, 1)[:4]
-    c_types = (*harness.c_types, "float")[:4]  # an unused fourth argument
-    kinds = (*harness.kinds, 0)[:4]
+    unused = 4 - len(harness.sizes)  # arguments past the function's, allocated but unused
+    sizes = (*harness.sizes, *[1] * unused)
+    c_types = (*harness.c_types, *["float"] * unused)
+    kinds = (*harness.kinds, *[0] * unused)
     defines = [
         f"-DOLD=old_{harness.name}",
         f"-DNEW=new_{harness.name}",

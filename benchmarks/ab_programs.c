@@ -12,10 +12,10 @@
  *       -DNARGS=3 -DS0=<elements of arg 0> -DS1=... -DS2=... -DS3=1 -DFLOPS=<2mkn> \
  *       -DT0=float -DK0=0 ... -DT3=float -DK3=0 benchmarks/ab_programs.c old.c new.c -lm
  *
- * NARGS is 3 (two inputs and the output) or 4 (three inputs and the output); S0..S3 are
- * each argument's number of elements (S3 unused with 3); T0..T3 their C element types and
- * K0..K3 how their values are written and read: 0 a float type, 1 bf16 (the upper 16 bits
- * of an f32, held in a uint16_t), 2 an integer type.
+ * NARGS is 2, 3 or 4 (one to three inputs, then the output); S0..S3 are each argument's
+ * number of elements (1 for those past NARGS, which are unused); T0..T3 their C element
+ * types and K0..K3 how their values are written and read: 0 a float type, 1 bf16 (the upper
+ * 16 bits of an f32, held in a uint16_t), 2 an integer type.
  *
  * Arguments: up to NARGS byte offsets within a 4 KiB page, one for each argument's buffer
  * (default 0: page-aligned). Where buffers lie relative to each other within a page can
@@ -28,7 +28,13 @@
 #include <string.h>
 #include <time.h>
 
-#if NARGS == 3
+#if NARGS == 2
+void OLD(const T0 *, T1 *);
+void NEW(const T0 *, T1 *);
+#define CALL(f, out) f(arg[0], out)
+#define TOUT T1
+#define KOUT K1
+#elif NARGS == 3
 void OLD(const T0 *, const T1 *, T2 *);
 void NEW(const T0 *, const T1 *, T2 *);
 #define CALL(f, out) f(arg[0], arg[1], out)

@@ -64,7 +64,7 @@ RESOURCE_SCALE: Final = 1_000_000
 
 #: The coefficient fields that parameters name one entry of, by level or name.
 _ENTRY_FIELDS: Final = ("level_hit", "named", "chain_latency", "stream_restart")
-_MAPPING_FIELDS: Final = (*_ENTRY_FIELDS, "stream_hit")
+_MAPPING_FIELDS: Final = (*_ENTRY_FIELDS, "stream_hit", "stream_burst")
 _INT_FIELDS: Final = ("stream_lines", "fork_join")
 _REQUIRED_FIELDS: Final = ("level_hit", "named")
 
@@ -292,9 +292,9 @@ def parameters(coeffs: CostCoefficients) -> list[str]:
     its entries). Zero entries stay out: a level whose ``level_hit`` is 0 is free (registers)
     by definition, and a name priced 0 is not a cost. With ``resources``, each nonzero price
     of a resource is one too (``resources.<resource>.<term>``), and the named coefficients
-    they price are not (kernels pay the resources' prices instead). ``fork_join`` and
-    ``stream_lines`` are not parameters: calibration times serial programs, and
-    ``stream_lines`` is a threshold.
+    they price are not (kernels pay the resources' prices instead). ``fork_join``,
+    ``stream_lines`` and ``stream_burst`` are not parameters: calibration times serial
+    programs, and the other two are thresholds.
     """
     priced = {term for prices in coeffs.resources.values() for term in prices}
     names: list[str] = []

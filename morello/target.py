@@ -251,6 +251,14 @@ class CostCoefficients:
     (each element used by one point of its iteration space, as a matvec's weights); reused
     operands come mostly from caches, where a restart's latency hides.
 
+    ``stream_burst`` (optional, by level name) is the most lines a reader may take from one
+    run of a tile before it moves to the next run and still keep the tile's runs concurrent
+    streams. A loop whose trips each read one longer run of an operand its Spec reads once,
+    from a cache above that level (a tile the cache holds on its way from the level: a
+    matvec's register tile, wider than the burst, takes its rows one at a time), keeps one
+    stream in flight at a time: it pays for those lines the difference between one stream's
+    price and the tile's (``morello.nodes.loop``). Absent: bursts are not modelled.
+
     ``fork_join`` is the cost of starting a parallel loop's threads and waiting for the last
     of them, paid once per run of the loop (see ``morello.nodes.parallel``).
 
@@ -277,10 +285,21 @@ class CostCoefficients:
     stream_restart: Mapping[str, int] = attrs.field(
         factory=dict, converter=lambda m: dict(sorted(m.items()))
     )
+    stream_burst: Mapping[str, int] = attrs.field(
+        factory=dict, converter=lambda m: dict(sorted(m.items()))
+    )
     fork_join: int = 0
     resources: Mapping[str, Mapping[str, int]] = attrs.field(
         factory=dict, converter=lambda m: {k: dict(sorted(v.items())) for k, v in m.items()}
     )
+
+    @stream_burst.validator
+    def _check_stream_burst(self, _attr: attrs.Attribute[Any], value: Mapping[str, int]) -> None:
+        for level, lines in value.items():
+            if level not in self.stream_hit:
+                raise ValueError(f"stream_burst names {level!r}, which stream_hit does not price")
+            if not isinstance(lines, int) or lines < 1:
+                raise ValueError(f"stream_burst.{level} is {lines!r}, not a positive integer")
 
     @resources.validator
     def _check_resources(self, _attr: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
@@ -303,6 +322,7 @@ class CostCoefficients:
                 self.stream_lines,
                 tuple(self.chain_latency.items()),
                 tuple(self.stream_restart.items()),
+                tuple(self.stream_burst.items()),
                 self.fork_join,
                 tuple((k, tuple(v.items())) for k, v in self.resources.items()),
             )

@@ -79,7 +79,8 @@ def morello_targets() -> list[Target]:
 @hookimpl(trylast=True)
 def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
     """zen1's default coefficients (one zmm FMA or load a cycle here, as one ymm FMA or load
-    a cycle there), with an FMA's result ready 4 cycles after it issues; None for other
+    a cycle there), with an FMA's result ready 4 cycles after it issues and bursts of streams
+    modelled (a register tile of 32 zmm can take 32 lines of a row at once); None for other
     targets."""
     if target.name != ZEN4.name:
         return None
@@ -90,4 +91,8 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         # An L2 line costs 6, against 2 for the L1 and 20 for main memory.
         level_hit={**defaults.level_hit, "L2": 6},
         chain_latency={**defaults.chain_latency, "VRF": 4},
+        # 8 rows of a matrix read at once keep 8 streams in flight in bursts of up to 16
+        # lines from a row; in longer bursts they read as slowly as one row alone (15-20%
+        # slower on a Zen 4: BENCHMARKS.md, "Bursts"; benchmarks/stream_bursts.c).
+        stream_burst={"GL": 16},
     )

@@ -36,6 +36,7 @@ COEFFS = CostCoefficients(
     stream_lines=16,
     chain_latency={"REG": 1200},
     stream_restart={"DRAM": 90_000},
+    stream_burst={"DRAM": 16},
     fork_join=2_000_000,
 )
 
@@ -267,10 +268,11 @@ def test_with_params_rounds_scales_and_keeps_levels_defined() -> None:
     assert new.named == {"mac": 1, "scalar_op": 0, "spare": 0}
     assert new.level_hit == {"DRAM": 8000, "REG": 0, "SRAM": 1}
     assert new.chain_latency == {"REG": 3}
-    assert (new.fork_join, new.stream_lines, new.stream_restart) == (
+    assert (new.fork_join, new.stream_lines, new.stream_restart, new.stream_burst) == (
         COEFFS.fork_join,
         COEFFS.stream_lines,
         COEFFS.stream_restart,
+        COEFFS.stream_burst,  # a threshold, not a parameter
     )
     tiny = calibration.with_params(COEFFS, {"stream_hit.DRAM": 0.0})
     assert tiny.stream_hit == {"DRAM": (1, 1, 1)}

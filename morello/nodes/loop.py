@@ -104,6 +104,8 @@ class LoopAction(NodeBase):
         extra = self._chain_cost(spec, ctx)
         if ctx.coefficients.stream_hit:
             extra += self._stream_cost(spec, ctx)
+        if ctx.coefficients.stream_burst:
+            extra += self._burst_cost(spec, ctx)
         if ctx.target.whole_specs_levels:  # on the search's hot path: usually none
             repeats = self.trips - 1 + (self.tail is not None)
             extra -= loop_reuse(spec, self.body, self.var, repeats, ctx)
@@ -192,6 +194,50 @@ class LoopAction(NodeBase):
                 if whole.volume < points:
                     break
                 total += count * per_piece
+        return total
+
+    def _burst_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
+        """What taking a tile's runs one long burst at a time adds: one stream in flight.
+
+        A cache holds a tile of several runs that the Spec reads once on its way from a
+        streamed level (a matvec's rows of weights, 8 at once): the runs are concurrent
+        streams, priced by ``stream_hit`` for their number, only while the reader moves from
+        run to run often enough. A loop whose trips each read one run of more than
+        ``stream_burst`` lines takes the runs one at a time, so its lines pay one stream's
+        price less the tile's (BENCHMARKS.md: a Zen 4 read 8 rows 15-20% slower in bursts
+        of 20 lines or more than in bursts of 4-16; one row alone as slow). Operands at the
+        streamed level itself are ``_stream_cost``'s; reused operands come from the cache.
+        """
+        coeffs = ctx.coefficients
+        points = None  # the size of the Spec's iteration space, computed when first needed
+        total = 0
+        steps = ((self.trips, self.body),)
+        if self.tail is not None:
+            steps += ((1, self.tail),)
+        for i, whole in enumerate(spec.operands[:-1]):
+            level = whole.level
+            if level.counts_registers or level.name in coeffs.stream_hit:
+                continue
+            for count, child in steps:
+                step = child.operands[i]
+                if step is whole:
+                    break  # the loop does not move along it
+                lines, runs = lines_and_runs(step)
+                if runs != 1:
+                    break
+                whole_lines, whole_runs = lines_and_runs(whole)
+                if whole_runs < 2:
+                    break
+                if points is None:
+                    points = iteration_points(spec, ctx)
+                if whole.volume < points:
+                    break
+                for source, burst in coeffs.stream_burst.items():
+                    if lines > burst and coeffs.streams(
+                        source, whole_runs, whole_lines // whole_runs
+                    ):
+                        prices = coeffs.stream_hit[source]
+                        total += count * lines * max(0, prices[0] - prices[whole_runs - 1])
         return total
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:

@@ -142,6 +142,33 @@ def test_bf16_programs_are_checked_and_timed(tmp_path: Path, ab: ModuleType) -> 
     assert result.difference > 0.01
 
 
+RELU_SPEC = "func r(a: f32[8, 32]) -> b: f32[8, 32] { b = relu(a) }\n"
+RELU_NAIVE = """
+void r(const float *a, float *b)
+{
+    for (int i = 0; i < 256; i++) b[i] = a[i] > 0 ? a[i] : 0;
+}
+"""
+
+
+@pytest.mark.runs_code
+def test_a_function_of_one_input_is_timed(tmp_path: Path, ab: ModuleType) -> None:
+    spec = tmp_path / "r.lark"
+    spec.write_text(RELU_SPEC, encoding="utf-8")
+    ctx = make_context("zen1")
+    (func,) = parse_spec_file(str(spec), RELU_SPEC).funcs
+    prog = build_program(func, ctx)
+    impl, _ = synthesize(prog.spec, ctx, {})
+    generated, naive, wrong = tmp_path / "gen.c", tmp_path / "naive.c", tmp_path / "wrong.c"
+    generated.write_text(lower_to_c("r", [(prog, impl)], ctx).c_text, encoding="utf-8")
+    naive.write_text(RELU_NAIVE, encoding="utf-8")
+    wrong.write_text(RELU_NAIVE.replace(": 0;", ": a[i];"), encoding="utf-8")
+    (result,) = ab.compare(spec, naive, generated)
+    assert result.difference == 0
+    (result,) = ab.compare(spec, naive, wrong)
+    assert result.difference > 0.01  # the harness's inputs include negative values
+
+
 def test_bad_input_is_a_one_line_error(tmp_path: Path, ab: ModuleType, capsys) -> None:
     spec, naive, _ = _files(tmp_path)
     other = tmp_path / "other.c"

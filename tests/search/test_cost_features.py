@@ -9,6 +9,8 @@
 * A loop across the runs of an operand its Spec reads once pays for restarting them
   (``stream_restart``), which makes zen1's f32 matvec read whole rows of its weights; one
   that reads a short piece of each row per trip pays for its lines again (a strided walk).
+* A loop that takes a cached tile's streamed rows one long burst at a time pays one stream's
+  price for their lines (``stream_burst``).
 """
 
 from __future__ import annotations
@@ -248,3 +250,60 @@ def test_f32_matvec_reads_whole_rows(ctx: SynthesisContext) -> None:
         n.spec.describe() for n in in_memory
     ]
     assert 4 <= in_memory[-1].action.step <= 8
+
+
+def _burst_ctx(ctx: SynthesisContext, burst: int | None) -> SynthesisContext:
+    coeffs = attrs.evolve(ctx.coefficients, stream_burst={"GL": burst} if burst else {})
+    return attrs.evolve(ctx, coefficients=coeffs)
+
+
+def _cached_tile(ctx: SynthesisContext, spec: Spec, n: int) -> Spec:
+    """``spec`` (a matvec's k-step) tiled by ``n`` columns, the weights' tile cached in L1."""
+    tile = _loops(ctx, spec)[("n", n)].body
+    (cached,) = [
+        a
+        for a in spec_actions(tile, ctx)
+        if isinstance(a, MoveAction)
+        and a.operand == 1
+        and not a.new_buffer
+        and a.dest.level.name == "L1"
+    ]
+    return cached.children[0]
+
+
+def test_a_loop_taking_cached_rows_in_long_bursts_pays_one_stream(ctx: SynthesisContext) -> None:
+    """8 rows of a matvec's weights cached in L1 on their way from main memory: a loop over
+    k in steps of 1 reads one row of the tile per trip. With ``stream_burst`` 16, a row of 32
+    lines (512 columns) is one stream at a time: its lines pay ``stream_hit[0]`` less the
+    8 streams' price. A row of 16 lines pays nothing, nor does a loop over n (each step
+    takes all 8 rows), nor a reused operand, nor a target without the coefficient."""
+    burst = _burst_ctx(ctx, 16)
+    prices = ctx.coefficients.stream_hit["GL"]
+    step = _loops(burst, attrs.evolve(_program(burst, MATVEC).spec, accum=True))[("k", 8)].body
+    wide = _cached_tile(burst, step, 512)
+    assert wide.operands[1].shape == (8, 512) and wide.operands[1].level.name == "L1"
+    loops = _loops(burst, wide)
+    assert loops[("k", 1)]._burst_cost(wide, burst) == 8 * 32 * (prices[0] - prices[7]) > 0
+    assert loops[("n", 256)]._burst_cost(wide, burst) == 0
+    narrow = _cached_tile(burst, step, 256)
+    assert _loops(burst, narrow)[("k", 1)]._burst_cost(narrow, burst) == 0
+    # The charge is part of the loop's cost only where the target declares bursts.
+    plain = _burst_ctx(ctx, None)
+    zeros = [0] * len(loops[("k", 1)].children)
+    with_bursts = action_cost(wide, loops[("k", 1)], zeros, burst)
+    assert with_bursts - action_cost(wide, _loops(plain, wide)[("k", 1)], zeros, plain) == (
+        8 * 32 * (prices[0] - prices[7])
+    )
+    text = MATVEC.replace("f32[1, ", "f32[4, ")
+    reused_step = _loops(burst, attrs.evolve(_program(burst, text).spec, accum=True))[("k", 8)]
+    reused = _cached_tile(burst, reused_step.body, 512)
+    assert _loops(burst, reused)[("k", 1)]._burst_cost(reused, burst) == 0
+
+
+def test_stream_burst_names_a_streamed_level() -> None:
+    with pytest.raises(ValueError, match="stream_hit does not price"):
+        CostCoefficients(level_hit={"GL": 20}, named={}, stream_burst={"GL": 16})
+    with pytest.raises(ValueError, match="not a positive integer"):
+        CostCoefficients(
+            level_hit={"GL": 20}, named={}, stream_hit={"GL": (20,)}, stream_burst={"GL": 0}
+        )
