@@ -1,8 +1,9 @@
 """A serial loop over one index variable in fixed steps, with a tail for the remainder.
 
-Cost: trips times the body, plus the tail once, plus two terms the affine model adds for
+Cost: trips times the body, plus the tail once, plus three terms the affine model adds for
 loops: the latency of the dependency chains a reduction loop over register accumulators
-makes, and the streams a loop across runs of a read-once operand starts again (see
+makes, the streams a loop across runs of a read-once operand starts again, and the streams
+it keeps from running concurrently when it takes them in long bursts (see
 ``CostCoefficients``); less the fills of a whole-Spec cache that trips after the first do not
 repeat (``morello.nodes.reside.loop_reuse``). C: a ``for`` loop, or the body repeated when
 an operand the index runs along lives in registers (registers cannot be indexed); two such
@@ -69,8 +70,8 @@ class LoopAction(NodeBase):
         return ("loop", self.rule, self.var, self.step)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
-        """Trips times the body, the tail once, chain latency and stream restarts, less the
-        cache fills that later trips do not repeat.
+        """Trips times the body, the tail once, chain latency and what walking streams adds
+        (``extra_cost``), less the cache fills that later trips do not repeat.
 
         Where the target declares a ``chain`` resource, a reduction loop over register
         accumulators charges it the chain latency for each trip instead: every trip waits
@@ -99,8 +100,8 @@ class LoopAction(NodeBase):
         )
 
     def extra_cost(self, spec: Spec, ctx: SynthesisContext) -> int:
-        """What the loop adds to its trips: chain latency, stream restarts and strided
-        walks, less the cache fills that later trips do not repeat."""
+        """What the loop adds to its trips: chain latency, stream restarts, strided walks and
+        long bursts, less the cache fills that later trips do not repeat."""
         extra = self._chain_cost(spec, ctx)
         if ctx.coefficients.stream_hit:
             extra += self._stream_cost(spec, ctx)
