@@ -43,16 +43,17 @@ def ab(benchmark_script: Callable[[str], ModuleType]) -> ModuleType:
     return benchmark_script("ab")
 
 
-def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
+def _files(tmp_path: Path, text: str = SPEC, naive_c: str = NAIVE) -> tuple[Path, Path, Path]:
+    """The spec file of ``text``, a naive C version of its function and the generated one."""
     spec = tmp_path / "f.lark"
-    spec.write_text(SPEC, encoding="utf-8")
+    spec.write_text(text, encoding="utf-8")
     ctx = make_context("zen1")
-    (func,) = parse_spec_file(str(spec), SPEC).funcs
+    (func,) = parse_spec_file(str(spec), text).funcs
     prog = build_program(func, ctx)
     impl, _ = synthesize(prog.spec, ctx, {})
     generated, naive = tmp_path / "generated.c", tmp_path / "naive.c"
-    generated.write_text(lower_to_c("f", [(prog, impl)], ctx).c_text, encoding="utf-8")
-    naive.write_text(NAIVE, encoding="utf-8")
+    generated.write_text(lower_to_c(func.name, [(prog, impl)], ctx).c_text, encoding="utf-8")
+    naive.write_text(naive_c, encoding="utf-8")
     return spec, naive, generated
 
 
@@ -123,50 +124,35 @@ def test_the_harness_is_given_each_argument_s_element_type(ab: ModuleType) -> No
     assert harness.sizes == (2048, 2048 * 16384, 16384)
 
 
-@pytest.mark.runs_code
-def test_bf16_programs_are_checked_and_timed(tmp_path: Path, ab: ModuleType) -> None:
-    spec = tmp_path / "g.lark"
-    spec.write_text(BF16_SPEC, encoding="utf-8")
-    ctx = make_context("zen1")
-    (func,) = parse_spec_file(str(spec), BF16_SPEC).funcs
-    prog = build_program(func, ctx)
-    impl, _ = synthesize(prog.spec, ctx, {})
-    generated, naive, wrong = tmp_path / "gen.c", tmp_path / "naive.c", tmp_path / "wrong.c"
-    generated.write_text(lower_to_c("g", [(prog, impl)], ctx).c_text, encoding="utf-8")
-    naive.write_text(BF16_NAIVE, encoding="utf-8")
-    wrong.write_text(BF16_NAIVE.replace("s += widen", "s -= widen"), encoding="utf-8")
-    (result,) = ab.compare(spec, naive, generated)
-    assert result.difference < 1e-4  # the inputs are read as bf16 values by both
-    assert result.old_us > 0 and result.new_us > 0
-    (result,) = ab.compare(spec, naive, wrong)
-    assert result.difference > 0.01
-
-
-RELU_SPEC = "func r(a: f32[8, 32]) -> b: f32[8, 32] { b = relu(a) }\n"
+RELU_SPEC = "func r(a: f32[64, 1024]) -> b: f32[64, 1024] { b = relu(a) }\n"
 RELU_NAIVE = """
 void r(const float *a, float *b)
 {
-    for (int i = 0; i < 256; i++) b[i] = a[i] > 0 ? a[i] : 0;
+    for (int i = 0; i < 65536; i++) b[i] = a[i] > 0 ? a[i] : 0;
 }
 """
 
 
 @pytest.mark.runs_code
-def test_a_function_of_one_input_is_timed(tmp_path: Path, ab: ModuleType) -> None:
-    spec = tmp_path / "r.lark"
-    spec.write_text(RELU_SPEC, encoding="utf-8")
-    ctx = make_context("zen1")
-    (func,) = parse_spec_file(str(spec), RELU_SPEC).funcs
-    prog = build_program(func, ctx)
-    impl, _ = synthesize(prog.spec, ctx, {})
-    generated, naive, wrong = tmp_path / "gen.c", tmp_path / "naive.c", tmp_path / "wrong.c"
-    generated.write_text(lower_to_c("r", [(prog, impl)], ctx).c_text, encoding="utf-8")
-    naive.write_text(RELU_NAIVE, encoding="utf-8")
-    wrong.write_text(RELU_NAIVE.replace(": 0;", ": a[i];"), encoding="utf-8")
+@pytest.mark.parametrize(
+    ("text", "naive_c", "mistake"),
+    [
+        (BF16_SPEC, BF16_NAIVE, ("s += widen", "s -= widen")),
+        (RELU_SPEC, RELU_NAIVE, (": 0;", ": a[i];")),  # the inputs include negative values
+    ],
+    ids=["bf16", "one-input"],
+)
+def test_other_element_types_and_arities_are_checked_and_timed(
+    tmp_path: Path, ab: ModuleType, text: str, naive_c: str, mistake: tuple[str, str]
+) -> None:
+    spec, naive, generated = _files(tmp_path, text, naive_c)
+    wrong = tmp_path / "wrong.c"
+    wrong.write_text(naive_c.replace(*mistake), encoding="utf-8")
     (result,) = ab.compare(spec, naive, generated)
-    assert result.difference == 0
+    assert result.difference < 1e-4  # bf16 inputs are read as the same values by both
+    assert result.old_us > 0 and result.new_us > 0
     (result,) = ab.compare(spec, naive, wrong)
-    assert result.difference > 0.01  # the harness's inputs include negative values
+    assert result.difference > 0.01
 
 
 def test_bad_input_is_a_one_line_error(tmp_path: Path, ab: ModuleType, capsys) -> None:
