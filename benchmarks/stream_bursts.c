@@ -11,7 +11,7 @@
  *   ./bursts R [ROWS COLS]
  *
  * BENCHMARKS.md ("Bursts", zen4's section) has what a Zen 4 showed: 8 rows read in bursts of
- * 4-16 lines ran 15-20% faster than in bursts of 20 or more.
+ * 4-16 lines ran 15-20% faster than in bursts of 24 or more.
  */
 #include <immintrin.h>
 #include <stdio.h>

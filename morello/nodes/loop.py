@@ -206,7 +206,7 @@ class LoopAction(NodeBase):
         run to run often enough. A loop whose trips each read one run of more than
         ``stream_burst`` lines takes the runs one at a time, so its lines pay one stream's
         price less the tile's (BENCHMARKS.md: a Zen 4 read 8 rows 15-20% slower in bursts
-        of 20 lines or more than in bursts of 4-16; one row alone as slow). Operands at the
+        of 24 lines or more than in bursts of 4-16; one row alone as slow). Operands at the
         streamed level itself are ``_stream_cost``'s; reused operands come from the cache.
         """
         coeffs = ctx.coefficients

@@ -69,7 +69,7 @@ def test_zen4_coefficients_differ_from_spr_in_fma_latency() -> None:
 def test_zen4_matvec_reads_its_rows_in_bursts_of_16_lines_at_most() -> None:
     """Without ``stream_burst`` the search takes 8 rows of the weights into a register tile
     of 448 outputs (28 lines of each row in turn); with it, no reduction loop over rows reads
-    more than 16 lines of a row per trip (BENCHMARKS.md, "Bursts": 1.14-1.17 times as
+    more than 16 lines of a row per trip (BENCHMARKS.md, "Bursts": 1.10-1.20 times as
     fast on a Zen 4)."""
     text = (
         "func f(x: f32[1, 2048], w: f32[2048, 16384]) -> y: f32[1, 16384] {\n"
