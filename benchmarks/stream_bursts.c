@@ -59,11 +59,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "R must be 1 to ROWS, COLS a multiple of 16\n");
         return 2;
     }
-    float *w = aligned_alloc(4096, (rows * cols * 4 + 4095) / 4096 * 4096);
     if (rows * cols / 16 >= 1L << 24) {
         fprintf(stderr, "ROWS x COLS too large for an exact count (at most 2^28 elements)\n");
         return 2;
     }
+    float *w = aligned_alloc(4096, (rows * cols * 4 + 4095) / 4096 * 4096);
     for (long i = 0; i < rows * cols; i++) w[i] = 1.0f; /* each lane's sum stays exact */
     static const int bursts[] = {1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 48, 64};
     enum { N = sizeof bursts / sizeof bursts[0] };

@@ -212,26 +212,23 @@ class LoopAction(NodeBase):
         coeffs = ctx.coefficients
         points = None  # the size of the Spec's iteration space, computed when first needed
         total = 0
-        steps = ((self.trips, self.body),)
-        if self.tail is not None:
-            steps += ((1, self.tail),)
         for i, whole in enumerate(spec.operands[:-1]):
             level = whole.level
             if level.counts_registers or level.name in coeffs.stream_hit:
                 continue
-            for count, child in steps:
-                step = child.operands[i]
-                if step is whole:
-                    break  # the loop does not move along it
-                lines, runs = lines_and_runs(step)
+            step = self.body.operands[i]
+            if step is whole or lines_and_runs(step)[1] != 1:
+                continue  # the loop does not move along it, or a trip reads several runs
+            whole_lines, whole_runs = lines_and_runs(whole)
+            if whole_runs < 2:
+                continue
+            if points is None:
+                points = iteration_points(spec, ctx)
+            if whole.volume < points:
+                continue
+            for count, child in zip(self.counts, self.children, strict=True):
+                lines, runs = lines_and_runs(child.operands[i])
                 if runs != 1:
-                    break
-                whole_lines, whole_runs = lines_and_runs(whole)
-                if whole_runs < 2:
-                    break
-                if points is None:
-                    points = iteration_points(spec, ctx)
-                if whole.volume < points:
                     break
                 for source, burst in coeffs.stream_burst.items():
                     if lines > burst and coeffs.streams(
