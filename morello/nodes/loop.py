@@ -156,17 +156,12 @@ class LoopAction(NodeBase):
         points = None  # the size of the Spec's iteration space, computed when first needed
         copy = None  # whether the Spec is a copy (a move), looked up when first needed
         total = 0
-        steps = None  # (count, child) of the body and the tail, made when first needed
         for i, whole in enumerate(spec.operands):
             level = whole.level.name
             if level not in coeffs.stream_hit:  # on the search's hot path: registers, L1
                 continue
-            if steps is None:
-                steps = ((self.trips, self.body),)
-                if self.tail is not None:
-                    steps += ((1, self.tail),)
             whole_runs = None
-            for count, child in steps:
+            for count, child in zip(self.counts, self.children, strict=True):
                 step = child.operands[i]
                 if step is whole:  # the loop does not move along it (``_retile`` keeps it)
                     continue
