@@ -65,7 +65,7 @@ RESOURCE_SCALE: Final = 1_000_000
 #: The coefficient fields that parameters name one entry of, by level or name.
 _ENTRY_FIELDS: Final = ("level_hit", "named", "chain_latency", "stream_restart")
 _MAPPING_FIELDS: Final = (*_ENTRY_FIELDS, "stream_hit", "stream_burst")
-_INT_FIELDS: Final = ("stream_lines", "fork_join")
+_INT_FIELDS: Final = ("stream_lines", "stream_reuse", "fork_join")
 _REQUIRED_FIELDS: Final = ("level_hit", "named")
 
 
@@ -224,8 +224,9 @@ def _parse_coefficients(raw: object) -> CostCoefficients:
     for name in _INT_FIELDS:
         if name in raw and not _is_int(raw[name]):
             raise ValueError(f"{name} is {raw[name]!r}, not a non-negative integer")
-    if raw.get("stream_lines", 1) < 1:
-        raise ValueError("stream_lines must be at least 1")
+    for name in ("stream_lines", "stream_reuse"):
+        if raw.get(name, 1) < 1:
+            raise ValueError(f"{name} must be at least 1")
     return CostCoefficients(**raw)
 
 
@@ -293,8 +294,8 @@ def parameters(coeffs: CostCoefficients) -> list[str]:
     by definition, and a name priced 0 is not a cost. With ``resources``, each nonzero price
     of a resource is one too (``resources.<resource>.<term>``), and the named coefficients
     they price are not (kernels pay the resources' prices instead). ``fork_join``,
-    ``stream_lines`` and ``stream_burst`` are not parameters: calibration times serial
-    programs, and the other two are thresholds.
+    ``stream_lines``, ``stream_reuse`` and ``stream_burst`` are not parameters: calibration
+    times serial programs, and the other three are thresholds.
     """
     priced = {term for prices in coeffs.resources.values() for term in prices}
     names: list[str] = []

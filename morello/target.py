@@ -247,9 +247,15 @@ class CostCoefficients:
     of it (the loop walks across the runs, not along them) starts each of the step's runs
     anew on every trip, and pays this per run of at least ``stream_lines`` lines that
     ``stream_hit`` prices as a stream. A loop whose step has as many runs as its tile
-    continues them, and pays nothing. Only operands the loop's Spec reads once are charged
-    (each element used by one point of its iteration space, as a matvec's weights); reused
-    operands come mostly from caches, where a restart's latency hides.
+    continues them, and pays nothing. Only operands the loop's Spec uses at most
+    ``stream_reuse`` times an element are charged.
+
+    ``stream_reuse`` is that bound, for restarts and for the strided walks of a loop that
+    reads one short run per trip alike: 1 (the default), operands read once (each element
+    used by one point of the Spec's iteration space, as a matvec's weights); more, operands
+    reused so little that they still come from main memory's side (a 4- or 8-row matmul's
+    B, each element used by one or two register tiles). Operands reused more come mostly
+    from caches, where a restart's latency and a walk's strides hide.
 
     ``stream_burst`` (optional, by level name) is the most lines a reader may take from one
     run of a tile before it moves to the next run and still keep the tile's runs concurrent
@@ -279,6 +285,7 @@ class CostCoefficients:
         factory=dict, converter=lambda m: {k: tuple(v) for k, v in sorted(m.items())}
     )
     stream_lines: int = 1
+    stream_reuse: int = attrs.field(default=1)
     chain_latency: Mapping[str, int] = attrs.field(
         factory=dict, converter=lambda m: dict(sorted(m.items()))
     )
@@ -301,6 +308,11 @@ class CostCoefficients:
             if not isinstance(lines, int) or lines < 1:
                 raise ValueError(f"stream_burst.{level} is {lines!r}, not a positive integer")
 
+    @stream_reuse.validator
+    def _check_stream_reuse(self, _attr: attrs.Attribute[Any], value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"stream_reuse is {value!r}, not a positive integer")
+
     @resources.validator
     def _check_resources(self, _attr: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
         for name, prices in value.items():
@@ -320,6 +332,7 @@ class CostCoefficients:
                 tuple(self.named.items()),
                 tuple(self.stream_hit.items()),
                 self.stream_lines,
+                self.stream_reuse,
                 tuple(self.chain_latency.items()),
                 tuple(self.stream_restart.items()),
                 tuple(self.stream_burst.items()),

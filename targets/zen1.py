@@ -125,6 +125,11 @@ def morello_cost_coefficients(target: Target) -> CostCoefficients | None:
         # columns of a streamed matvec's weights restart 8192 runs where whole rows restart
         # 2048, and ran 0.6 ms slower (BENCHMARKS.md, "a nest the model could not rank").
         stream_restart={"GL": 800},
+        # Restarts and strided walks are charged for operands used up to 8 times an element:
+        # a 4- or 8-row matmul reuses B only inside a register tile or two. Charging them
+        # made 4x1024x1024 11-16% faster, 8x512x512 3% and mlp 2-5% (BENCHMARKS.md, "B
+        # walked from main memory's side"); the other shapes kept their programs.
+        stream_reuse=8,
         # An FMA's result is ready 5 cycles after it issues; a scalar add's 3.
         chain_latency={"VRF": 5, "RF": 3},
         # Starting a parallel loop's threads and joining them (GCC's libgomp, threads kept

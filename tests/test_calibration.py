@@ -34,6 +34,7 @@ COEFFS = CostCoefficients(
     named={"mac": 400, "scalar_op": 300, "spare": 0},
     stream_hit={"DRAM": (8000, 6000, 5000)},
     stream_lines=16,
+    stream_reuse=4,
     chain_latency={"REG": 1200},
     stream_restart={"DRAM": 90_000},
     stream_burst={"DRAM": 16},
@@ -106,6 +107,7 @@ def test_save_load_round_trip(config_home: Path) -> None:
     assert doc["info"] == {"median_rel_error": 0.05}
     assert doc["coefficients"]["stream_hit"] == {"DRAM": [8000, 6000, 5000]}
     assert doc["coefficients"]["fork_join"] == 2_000_000
+    assert doc["coefficients"]["stream_reuse"] == 4
     assert [p.name for p in path.parent.iterdir()] == ["toy.json"]  # no temporary file left
 
 
@@ -141,6 +143,10 @@ def _saved_doc() -> dict:  # type: ignore[type-arg]
             r"level_hit.DRAM is 1.5",
         ),
         (lambda d: {**d, "coefficients": {"named": {}}}, "missing coefficient field"),
+        (
+            lambda d: {**d, "coefficients": {**d["coefficients"], "stream_reuse": 0}},
+            "stream_reuse must be at least 1",
+        ),
         (
             lambda d: {**d, "coefficients": {**d["coefficients"], "resources": {"fp": 1}}},
             "resources is not an object of objects",
@@ -268,9 +274,11 @@ def test_with_params_rounds_scales_and_keeps_levels_defined() -> None:
     assert new.named == {"mac": 1, "scalar_op": 0, "spare": 0}
     assert new.level_hit == {"DRAM": 8000, "REG": 0, "SRAM": 1}
     assert new.chain_latency == {"REG": 3}
-    assert (new.fork_join, new.stream_lines, new.stream_restart, new.stream_burst) == (
+    kept = (new.fork_join, new.stream_lines, new.stream_reuse, new.stream_restart)
+    assert (*kept, new.stream_burst) == (
         COEFFS.fork_join,
         COEFFS.stream_lines,
+        COEFFS.stream_reuse,
         COEFFS.stream_restart,
         COEFFS.stream_burst,  # a threshold, not a parameter
     )

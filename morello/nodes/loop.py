@@ -144,9 +144,12 @@ class LoopAction(NodeBase):
         (A step of several short runs is left to the loops inside it, and one with as many
         runs as its tile continues them.)
 
-        Only operands that ``spec`` reads once are charged (each element used by one point
-        of its iteration space: streamed, as the weights of a matvec); an operand the Spec
-        reuses is mostly served from caches, where the latency hides. For the same reason a
+        Only operands that ``spec`` uses at most ``stream_reuse`` times an element are charged
+        (on the default of 1, those it reads once: streamed, as the weights of a matvec); an
+        operand the Spec reuses more is mostly served from caches, where the latency hides.
+        (A matmul of a few rows reuses its B only inside a register tile or two, and walks
+        it from main memory's side much as a matvec does: zen1 charges up to 8.) For the same
+        reason a
         copy (a move's Spec, which packs a panel because the computation around it reuses
         the data) pays restarts but not walks: measured, charging a panel's pieces as a walk
         made the search pack 32x2048x512's B in wider panels, 5% slower (BENCHMARKS.md).
@@ -187,8 +190,8 @@ class LoopAction(NodeBase):
                     continue
                 if points is None:
                     points = iteration_points(spec, ctx)
-                if whole.volume < points:
-                    break
+                if whole.volume * coeffs.stream_reuse < points:
+                    break  # reused more often: served from caches
                 total += count * per_piece
         return total
 

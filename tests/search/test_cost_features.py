@@ -6,7 +6,8 @@
   by the output's registers.
 * A kernel's ``scratch`` registers must fit the Spec's limits for the kernel to match.
 * Together they make zen1 walk several 16-column bf16 panels at once into many accumulators.
-* A loop across the runs of an operand its Spec reads once pays for restarting them
+* A loop across the runs of an operand its Spec reads once (or uses at most
+  ``stream_reuse`` times an element) pays for restarting them
   (``stream_restart``), which makes zen1's f32 matvec read whole rows of its weights; one
   that reads a short piece of each row per trip pays for its lines again (a strided walk).
 * A loop that takes a cached tile's streamed rows one long burst at a time pays one stream's
@@ -148,7 +149,8 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
     The weights of a matvec are read once (m = 1). In a block of 4096 columns of them (2048
     runs of 16 KiB), a loop over k in steps of 8 rows starts 8 runs per trip; a loop over n
     continues its runs. Whole rows are one run, so a loop over them restarts nothing. A
-    matmul with m = 4 reuses the weights (served from caches) and pays no restarts.
+    matmul with m = 16 reuses the weights (served from caches) and pays no restarts; one
+    with m = 4 uses each weight fewer times than zen1's ``stream_reuse`` of 8 and pays.
     """
     whole = attrs.evolve(_program(ctx, MATVEC).spec, accum=True)
     assert _restarts(ctx, whole)[("k", 8)] == 0
@@ -160,9 +162,15 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
     # Runs shorter than stream_lines (16 lines) are a strided walk, not restarted streams.
     narrow = _loops(ctx, whole)[("n", 128)].body
     assert set(_restarts(ctx, narrow).values()) == {0}
-    text = MATVEC.replace("f32[1, ", "f32[4, ")
+    text = MATVEC.replace("f32[1, ", "f32[16, ")
     reused = _loops(ctx, attrs.evolve(_program(ctx, text).spec, accum=True))[("n", 4096)].body
     assert set(_restarts(ctx, reused).values()) == {0}
+    assert ctx.coefficients.stream_reuse == 8
+    text = MATVEC.replace("f32[1, ", "f32[4, ")
+    few = _loops(ctx, attrs.evolve(_program(ctx, text).spec, accum=True))[("n", 4096)].body
+    assert _restarts(ctx, few)[("k", 8)] == 256 * 8
+    once = attrs.evolve(ctx, coefficients=attrs.evolve(ctx.coefficients, stream_reuse=1))
+    assert set(_restarts(once, few).values()) == {0}
 
 
 def test_loop_across_short_runs_pays_a_strided_walk(ctx: SynthesisContext) -> None:
@@ -172,7 +180,8 @@ def test_loop_across_short_runs_pays_a_strided_walk(ctx: SynthesisContext) -> No
     steps of 1 reads one 6-line piece per trip, 64 KiB from the last: the prefetchers never
     follow it, so its lines cost twice the single-run price (``stream_hit[0]``) its tiles
     were given. Steps of 8 rows are 8 short runs, priced as a walk already; a loop over n
-    continues its runs; a reused operand is not charged, nor is a copy.
+    continues its runs; an operand reused more than ``stream_reuse`` times is not charged,
+    nor is a copy.
     """
     single = ctx.coefficients.stream_hit["GL"][0]
     whole = attrs.evolve(_program(ctx, MATVEC).spec, accum=True)
@@ -182,9 +191,12 @@ def test_loop_across_short_runs_pays_a_strided_walk(ctx: SynthesisContext) -> No
     assert loops[("k", 1)]._stream_cost(strip, ctx) == 2048 * 6 * single
     assert loops[("k", 8)]._stream_cost(strip, ctx) == 0
     assert loops[("n", 16)]._stream_cost(strip, ctx) == 0
-    text = MATVEC.replace("f32[1, ", "f32[4, ")
+    text = MATVEC.replace("f32[1, ", "f32[16, ")
     reused = _loops(ctx, attrs.evolve(_program(ctx, text).spec, accum=True))[("n", 96)].body
     assert _loops(ctx, reused)[("k", 1)]._stream_cost(reused, ctx) == 0
+    text = MATVEC.replace("f32[1, ", "f32[8, ")  # each weight used 8 times: still a walk
+    few = _loops(ctx, attrs.evolve(_program(ctx, text).spec, accum=True))[("n", 96)].body
+    assert _loops(ctx, few)[("k", 1)]._stream_cost(few, ctx) == 2048 * 6 * single
     # Packing a strip of 64 rows into L1: the copy reads each row's piece once, but it is
     # made for a computation that reuses them, and pays no walk.
     text = MATVEC.replace("2048", "64")
@@ -298,6 +310,13 @@ def test_a_loop_taking_cached_rows_in_long_bursts_pays_one_stream(ctx: Synthesis
     reused_step = _loops(burst, attrs.evolve(_program(burst, text).spec, accum=True))[("k", 8)]
     reused = _cached_tile(burst, reused_step.body, 512)
     assert _loops(burst, reused)[("k", 1)]._burst_cost(reused, burst) == 0
+
+
+def test_stream_reuse_is_a_positive_integer() -> None:
+    assert CostCoefficients(level_hit={"GL": 20}, named={}).stream_reuse == 1
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match=r"stream_reuse is .*, not a positive integer"):
+            CostCoefficients(level_hit={"GL": 20}, named={}, stream_reuse=bad)
 
 
 def test_stream_burst_names_a_streamed_level() -> None:
