@@ -150,8 +150,9 @@ class LoopAction(NodeBase):
         (A matmul of a few rows reuses its B only inside a register tile or two, and walks
         it from main memory's side much as a matvec does; a target can charge such operands
         too.) For the same reason a copy (a move's Spec, which packs a panel because the
-        computation around it reuses the data) pays restarts but not walks: measured, charging a panel's pieces as a walk
-        made the search pack 32x2048x512's B in wider panels, 5% slower (BENCHMARKS.md).
+        computation around it reuses the data) pays restarts but not walks: measured,
+        charging a panel's pieces as a walk made the search pack 32x2048x512's B in wider
+        panels, 5% slower (BENCHMARKS.md).
         ``extra_cost`` calls this only for a target that prices streams.
         """
         coeffs = ctx.coefficients
