@@ -24,6 +24,9 @@ other can change a program's speed (the default, 1, is bench's first placement).
     python benchmarks/ab.py examples/dense_relu.lark benchmarks/dense_relu_copies.c \
         benchmarks/dense_relu_copies.c --define-new PREFETCH --runs 3
 
+``--flag-new FLAG`` compiles NEW with a compiler flag after the target's, so one program can
+be timed against itself built otherwise (``--flag-new=-mno-avx256-split-unaligned-store``).
+
 Exits 2 on a spec or compiler error.
 """
 
@@ -120,10 +123,16 @@ def harness_for(spec_path: Path, target: str) -> Harness:
 
 
 def build(
-    harness: Harness, old_c: Path, new_c: Path, folder: Path, new_defines: Sequence[str] = ()
+    harness: Harness,
+    old_c: Path,
+    new_c: Path,
+    folder: Path,
+    new_defines: Sequence[str] = (),
+    new_flags: Sequence[str] = (),
 ) -> Path:
     """The harness compiled with OLD and NEW renamed apart, NEW with each of
-    ``new_defines`` defined to 1; the executable's path."""
+    ``new_defines`` defined to 1 and ``new_flags`` after the target's flags (NEW is then
+    compiled on its own); the executable's path."""
     pattern = re.compile(rf"\bvoid\s+{re.escape(harness.name)}\s*\(")
     sources = []
     for label, path in (("old", old_c), ("new", new_c)):
@@ -149,12 +158,20 @@ def build(
         f"-DFLOPS={harness.flops}.0",
     ]
     exe = folder / "ab"
+    if new_flags:
+        new_object = folder / "new.o"
+        _compile([*harness.compiler, *new_flags, "-c", str(sources[1]), "-o", str(new_object)])
+        sources[1] = new_object
     cmd = [*harness.compiler, *defines, str(HARNESS)]
     cmd += [*map(str, sources), "-lm", "-o", str(exe)]
+    _compile(cmd)
+    return exe
+
+
+def _compile(cmd: Sequence[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ABError(f"the C compiler failed: {proc.stderr.strip()[:2000]}")
-    return exe
 
 
 def run(exe: Path, where: int = 0, nargs: int = 4) -> ABResult:
@@ -175,6 +192,7 @@ def compare(
     runs: int = 1,
     new_defines: Sequence[str] = (),
     placements: int = 1,
+    new_flags: Sequence[str] = (),
 ) -> list[ABResult]:
     """``runs`` runs of the harness on OLD and NEW, the programs of ``spec_path``, on each
     of ``placements`` placements of the buffers (placement by placement)."""
@@ -183,7 +201,7 @@ def compare(
             raise ABError(f"--define-new {name!r}: not a C macro name")
     harness = harness_for(spec_path, target)
     with tempfile.TemporaryDirectory(prefix="morello-ab-") as tmp:
-        exe = build(harness, old_c, new_c, Path(tmp), new_defines)
+        exe = build(harness, old_c, new_c, Path(tmp), new_defines, new_flags)
         nargs = len(harness.sizes)
         return [run(exe, where, nargs) for where in range(placements) for _ in range(runs)]
 
@@ -210,6 +228,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         help="compile NEW with macro NAME defined to 1 (repeatable)",
     )
+    p.add_argument(
+        "--flag-new",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="compile NEW with FLAG after the target's flags (repeatable; write"
+        " --flag-new=-mFOO for a flag that starts with a dash)",
+    )
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
@@ -224,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.runs,
             args.define_new,
             args.placements,
+            args.flag_new,
         )
     except (ABError, MorelloError, OSError) as exc:
         print(f"ab.py: error: {exc}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """AMD Zen 1: AVX2 + FMA, 16 ymm registers, 32 KiB L1D and 512 KiB L2 per core.
 
 Generated code is compiled with ``-mavx2 -mfma -mtune=znver1`` (not ``-march``), so it runs on
-any x86-64 CPU with AVX2 and FMA.
+any x86-64 CPU with AVX2 and FMA, and with ``-mno-avx256-split-unaligned-store``, which keeps
+GCC's Zen 1 tuning from writing each 256-bit store as two halves.
 """
 
 from __future__ import annotations
@@ -38,7 +39,16 @@ ZEN1 = Target(
     layouts=("row_major", "col_major"),
     rule_sets=("core", "scalar", "scalar_exp", "x86_avx2", "x86_avx2_exp"),
     isa=("sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"),
-    compiler=Compiler(cc="gcc", flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1")),
+    # -mtune=znver1 alone makes GCC split each 256-bit store to memory it cannot prove
+    # 32-byte aligned into two 128-bit stores (vmovups + vextractf128): a register tile
+    # stored every 8 steps of k then issues twice the stores. Whole stores made
+    # 8x512x512 and 4x1024x1024 12-16% faster on a Zen 4 (BENCHMARKS.md, "Whole 256-bit
+    # stores"; not measured on a Zen 1, whose 128-bit units take a 256-bit store in two
+    # halves either way).
+    compiler=Compiler(
+        cc="gcc",
+        flags=("-O3", "-mavx2", "-mfma", "-mtune=znver1", "-mno-avx256-split-unaligned-store"),
+    ),
     # A Ryzen 7 1700, the desktop Zen 1 part: 8 cores in two 4-core complexes. Cores, not
     # its 16 SMT threads: two threads of a core share its FMA pipes, which one thread of
     # these kernels already fills. --threads lowers it (to the cores a machine has).

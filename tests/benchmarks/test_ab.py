@@ -95,6 +95,18 @@ def test_a_program_that_computes_something_else_shows_its_difference(
     assert result.difference > 0.01
 
 
+@pytest.mark.runs_code
+def test_a_flag_for_new_alone_builds_new_otherwise(tmp_path: Path, ab: ModuleType) -> None:
+    spec, _, _ = _files(tmp_path)
+    switched = tmp_path / "switched.c"
+    switched.write_text("#ifndef OP\n#define OP +=\n#endif\n" + NAIVE.replace("s += a", "s OP a"))
+    (same,) = ab.compare(spec, switched, switched)
+    assert same.difference == 0
+    (flagged,) = ab.compare(spec, switched, switched, new_flags=["-DOP=-="])
+    assert flagged.difference > 0.01  # NEW negated its sums, OLD did not
+    assert ab.main([str(spec), str(switched), str(switched), "--flag-new=-mno-such-flag"]) == 2
+
+
 BF16_SPEC = "func g(x: bf16[1, 64], w: bf16[64, 32]) -> y: f32[1, 32] { y = matmul(x, w) }\n"
 BF16_NAIVE = """
 #include <stdint.h>

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,28 @@ def test_zen1_flags_produce_code_for_any_avx2_fma_cpu(zen1: Target) -> None:
     assert "-mfma" in flags
     assert any(f.startswith("-mtune=") for f in flags)
     assert not any(f.startswith(("-march", "-mavx512")) for f in flags)
+
+
+def _assembly(c_text: str, flags: tuple[str, ...], tmp_path: Path) -> str:
+    src = tmp_path / "unit.c"
+    src.write_text(c_text, encoding="utf-8")
+    cmd = ["gcc", *flags, "-std=c11", "-S", str(src), "-o", "-"]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.runs_code
+def test_zen1_stores_a_register_tile_in_whole_256_bit_stores(tmp_path: Path) -> None:
+    """-mtune=znver1 alone writes each 256-bit store to C (not known 32-byte aligned) as two
+    128-bit halves, twice the stores of a tile stored every few steps of k; zen1's flags keep
+    them whole (BENCHMARKS.md, "Whole 256-bit stores")."""
+    text = "func mm(a: f32[8, 64], b: f32[64, 48]) -> c: f32[8, 48] {\n  c = matmul(a, b)\n}\n"
+    ctx, _, c_text = _synthesized_and_checked("mm", text, tmp_path)
+    flags = ctx.target.compiler.flags
+    whole = _assembly(c_text, flags, tmp_path)
+    assert re.search(r"vmovups\s+%ymm\d+, ", whole), "no 256-bit store of a register tile"
+    assert "vextractf128" not in whole
+    split = _assembly(c_text, tuple(f for f in flags if "split-unaligned" not in f), tmp_path)
+    assert "vextractf128" in split  # what the flag is there to prevent
 
 
 def test_zen1_enables_portable_and_avx2_rule_sets(zen1: Target) -> None:
