@@ -30,9 +30,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from morello.plugins import Plugins
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "fused_dense_relu.c"
-FLAGS = ["-O3", "-mavx2", "-mfma", "-mtune=znver1", "-shared", "-fPIC"]
+FLAGS = [*Plugins().target("zen1").compiler.flags, "-shared", "-fPIC"]  # as zen1 builds
 M, K, N = 128, 512, 512
 MATMUL = f"""\
 func matmul_alone(x: f32[{M}, {K}], w: f32[{K}, {N}]) -> y: f32[{M}, {N}] {{

@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from morello.plugins import Plugins
+
 ROOT = Path(__file__).resolve().parent.parent
-FLAGS = ["-O3", "-mavx2", "-mfma", "-mtune=znver1", "-shared", "-fPIC"]
+FLAGS = [*Plugins().target("zen1").compiler.flags, "-shared", "-fPIC"]  # as zen1 builds
 SPEC = ROOT / "examples" / "matvec_1x2048x16384.lark"
 SOURCE = ROOT / "benchmarks" / "matvec_nests.c"
 K, N = 2048, 16384
