@@ -65,10 +65,10 @@ def test_zen1_flags_produce_code_for_any_avx2_fma_cpu(zen1: Target) -> None:
     assert not any(f.startswith(("-march", "-mavx512")) for f in flags)
 
 
-def _assembly(c_text: str, flags: tuple[str, ...], tmp_path: Path) -> str:
+def _assembly(c_text: str, cc: str, flags: tuple[str, ...], tmp_path: Path) -> str:
     src = tmp_path / "unit.c"
     src.write_text(c_text, encoding="utf-8")
-    cmd = ["gcc", *flags, "-std=c11", "-S", str(src), "-o", "-"]
+    cmd = [cc, *flags, "-std=c11", "-S", str(src), "-o", "-"]
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
@@ -79,11 +79,11 @@ def test_zen1_stores_a_register_tile_in_whole_256_bit_stores(tmp_path: Path) -> 
     them whole (BENCHMARKS.md, "Whole 256-bit stores")."""
     text = "func mm(a: f32[8, 64], b: f32[64, 48]) -> c: f32[8, 48] {\n  c = matmul(a, b)\n}\n"
     ctx, _, c_text = _synthesized_and_checked("mm", text, tmp_path)
-    flags = ctx.target.compiler.flags
-    whole = _assembly(c_text, flags, tmp_path)
+    cc, flags = ctx.target.compiler.cc, ctx.target.compiler.flags
+    whole = _assembly(c_text, cc, flags, tmp_path)
     assert re.search(r"vmovups\s+%ymm\d+, ", whole), "no 256-bit store of a register tile"
     assert "vextractf128" not in whole
-    split = _assembly(c_text, tuple(f for f in flags if "split-unaligned" not in f), tmp_path)
+    split = _assembly(c_text, cc, tuple(f for f in flags if "split-unaligned" not in f), tmp_path)
     assert "vextractf128" in split  # what the flag is there to prevent
 
 
