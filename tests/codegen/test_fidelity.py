@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from morello.cli import main
-from morello.codegen import bench
+from morello.codegen import bench, fidelity
 from morello.codegen.fidelity import (
     cheapest_programs,
     placement_agreement,
     rank_agreement,
+    rematch,
     time_impls,
     time_impls_placed,
 )
@@ -115,6 +116,48 @@ def test_cli_fidelity_json(
         assert p["seconds_low"] <= min(p["placements"])
         assert p["seconds_high"] >= max(p["placements"])
     assert rep["placement_tau"] == placement_agreement([p["placements"] for p in progs])
+    # The programs measured faster than the chosen one are timed again against it.
+    m = rep["rematch"]
+    if rep["fastest_rank"] == 0:
+        assert m is None
+    else:
+        assert m["ranks"][0] == rep["fastest_rank"]
+        assert len(m["ranks"]) == len(m["ratios"]) == len(m["first_ratios"]) <= 3
+        assert m["first_ratios"][0] == pytest.approx(rep["chosen_over_fastest"])
+        assert m["repeats"] == 15
+        assert m["chosen_over_fastest"] >= 1.0
+        assert m["fastest_rank"] in (0, *m["ranks"])
+
+
+def test_rematch_times_the_faster_programs_again(
+    ctx: SynthesisContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    program = _program(ctx, 8, 8, 8)
+    impls = ["chosen", "a", "b", "c", "d"]  # stand-ins: the timing is faked below
+    again = {"chosen": 10.0, "a": 11.0, "b": 9.5, "c": 10.0, "d": 8.0}
+    calls = []
+
+    def fake(program, subset, ctx, repeats, min_batch_s, workdir, placements):
+        calls.append((list(subset), repeats, placements))
+        return [[Timing(again[i], again[i], again[i])] * placements for i in subset]
+
+    monkeypatch.setattr(fidelity, "time_impls_placed", fake)
+    # First pass: d slower than the chosen program, a, b and c faster (a the fastest).
+    m = rematch(program, impls, [10.0, 5.0, 6.0, 8.0, 12.0], ctx, 2, 15, 0.01, 4)  # type: ignore[arg-type]
+    assert calls == [(["chosen", "a", "b"], 15, 4)]  # the two fastest, fastest first
+    assert m is not None
+    assert m["ranks"] == [1, 2]
+    assert m["first_ratios"] == [2.0, 10.0 / 6.0]
+    assert m["ratios"] == [10.0 / 11.0, 10.0 / 9.5]
+    assert (m["fastest_rank"], m["chosen_over_fastest"]) == (2, 10.0 / 9.5)
+    # Where no contender beats the chosen program again, it is the fastest.
+    m = rematch(program, impls, [10.0, 5.0, 11.0, 12.0, 13.0], ctx, 3, 15, 0.01, 1)  # type: ignore[arg-type]
+    assert m is not None
+    assert (m["ranks"], m["fastest_rank"], m["chosen_over_fastest"]) == ([1], 0, 1.0)
+    # Nothing to rematch where the chosen program was measured fastest.
+    calls.clear()
+    assert rematch(program, impls, [1.0, 2.0, 3.0, 4.0, 5.0], ctx) is None  # type: ignore[arg-type]
+    assert calls == []
 
 
 @pytest.mark.runs_code
@@ -172,3 +215,13 @@ def test_fidelity_text_states_the_placements_ceiling() -> None:
     assert "the 4 buffer placements order the programs alike with tau 0.875" in text
     assert "100.0% faster than the chosen one" in text
     assert "placements order" not in _fidelity_text({**report, "placement_tau": None})
+    assert "rematch" not in text
+    m = {"ranks": [1], "first_ratios": [2.0], "ratios": [1.02], "repeats": 15,
+         "fastest_rank": 1, "chosen_over_fastest": 1.02}  # fmt: skip
+    text = _fidelity_text({**report, "rematch": m})
+    assert "rank 1 2.000 then 1.020" in text
+    assert "after the rematch: rank 1 is 2.0% faster than the chosen one" in text
+    m = {**m, "ratios": [0.99], "fastest_rank": 0, "chosen_over_fastest": 1.0}
+    assert "after the rematch: the chosen program is the fastest" in _fidelity_text(
+        {**report, "rematch": m}
+    )
