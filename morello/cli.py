@@ -598,8 +598,9 @@ Prints Kendall's tau and Spearman's rho between predicted cost and measured time
 same order), where the measured-fastest program sits in the predicted order (0: the chosen
 one) and how much faster it is than the chosen one. The least of many noisy times is biased
 low (even among programs of equal speed one draws a fast time), so the --rematch programs
-measured fastest, where faster than the chosen one, are timed again against it alone with
-more batches (at least 15), and that figure is printed beside the first. Needs SciPy (pip
+measured fastest, where faster than the chosen one, are timed again against it, each pair
+alone with calls alternating as benchmarks/ab.py times two programs, and that figure is
+printed beside the first. Needs SciPy (pip
 install 'morello[fit]'); --plot needs matplotlib (pip install 'morello[plot]').
 """
 
@@ -723,8 +724,8 @@ def _rematch_lines(m: dict[str, Any] | None) -> list[str]:
         else f"rank {f} is {(m['chosen_over_fastest'] - 1) * 100:.1f}% faster than the chosen one"
     )
     return [
-        f"  rematch, alone with the chosen one ({m['repeats']} batches each; chosen time over "
-        f"theirs): {pairs}",
+        f"  rematch, each alone with the chosen one, calls alternating ({m['rounds']} rounds; "
+        f"chosen time over theirs): {pairs}",
         f"  after the rematch: {verdict}",
     ]
 

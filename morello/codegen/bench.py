@@ -51,11 +51,11 @@ _PEAK_CTYPES = {"f32": "float", "f64": "double"}
 def timing_harness(program: Program, ctx: SynthesisContext) -> str:
     """C source of ``double <name>_time(args..., long iters)``: seconds for ``iters`` calls."""
     params = [*program.params, program.result]
-    decl = []
-    for i, (name, ts) in enumerate(params):
+    decl = []  # the buffers as arg0, arg1, ...: a spec's own names could clash with the loop's
+    for i, (_, ts) in enumerate(params):
         const = "const " if i < len(params) - 1 else ""
-        decl.append(f"{const}{ts.dtype.c_type} *restrict {name}")
-    call = f"{program.name}({', '.join(name for name, _ in params)});"
+        decl.append(f"{const}{ts.dtype.c_type} *restrict arg{i}")
+    call = f"{program.name}({', '.join(f'arg{i}' for i in range(len(params)))});"
     return timed_loop(f"{program.name}_time", decl, [call])
 
 

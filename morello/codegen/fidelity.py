@@ -15,8 +15,9 @@ chosen one (rank 0).
 The fastest of fifty noisy timings is biased: even when every program ran at the same speed,
 the least of fifty draws would sit a few percent below the chosen program's one draw (the
 winner's curse). So the few programs measured faster than the chosen one are timed again
-against it alone, in a library of their own with more batches (``rematch``), and the report
-gives both figures: the first pass's and the rematch's.
+against it, each pair alone with calls alternating as ``benchmarks/ab.py`` times two
+programs (``rematch``), and the report gives both figures: the first pass's and the
+rematch's.
 
 Why not simply the N cheapest trees: on a 64^3 product the 1,000 cheapest trees all have
 the chosen one's cost (the loops that store a register tile nest many ways, and most print
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import random
 import statistics
 from collections.abc import Callable, Iterator, Sequence
@@ -233,6 +235,51 @@ def placement_agreement(placed_seconds: Sequence[Sequence[float]]) -> float | No
 REMATCH = 3
 """How many of the measured-fastest programs ``fidelity`` times again against the chosen one."""
 
+REMATCH_ROUNDS = 7
+"""Rounds of alternating calls per placement in a rematch, each lasting about
+``REMATCH_ROUND_S``: the rematch's ratio is the median of the rounds' ratios."""
+REMATCH_ROUND_S = 0.1
+
+
+def pair_harness(program: Program, first: str, second: str) -> str:
+    """C source of ``void <first>_vs_<second>(args..., long calls, long reps, double *t1,
+    double *t2)``: ``calls`` times, ``reps`` calls of ``first`` then ``reps`` of ``second``
+    on the same buffers, the seconds of each group stored in ``t1[i]`` and ``t2[i]``.
+
+    Alternating every few calls, not every batch of 20 ms, puts both programs under the
+    same machine: a burst of other work or a change of clock falls on both alike.
+    """
+    params = [*program.params, program.result]
+    decl = []  # the buffers as arg0, arg1, ...: a spec's own names could clash with the locals
+    for i, (_, ts) in enumerate(params):
+        const = "const " if i < len(params) - 1 else ""
+        decl.append(f"{const}{ts.dtype.c_type} *restrict arg{i}")
+    args = ", ".join(f"arg{i}" for i in range(len(params)))
+    lines = [
+        f"void {first}_vs_{second}({', '.join(decl)}, long _calls, long _reps, double *_t1, "
+        "double *_t2)",
+        "{",
+        "    struct timespec _a, _b, _c;",
+        "    for (long _i = 0; _i < _calls; _i++) {",
+        "        clock_gettime(CLOCK_MONOTONIC, &_a);",
+        "        for (long _r = 0; _r < _reps; _r++) {",
+        f"            {first}({args});",
+        '            __asm__ __volatile__("" ::: "memory");',
+        "        }",
+        "        clock_gettime(CLOCK_MONOTONIC, &_b);",
+        "        for (long _r = 0; _r < _reps; _r++) {",
+        f"            {second}({args});",
+        '            __asm__ __volatile__("" ::: "memory");',
+        "        }",
+        "        clock_gettime(CLOCK_MONOTONIC, &_c);",
+        "        _t1[_i] = (_b.tv_sec - _a.tv_sec) + 1e-9 * (_b.tv_nsec - _a.tv_nsec);",
+        "        _t2[_i] = (_c.tv_sec - _b.tv_sec) + 1e-9 * (_c.tv_nsec - _b.tv_nsec);",
+        "    }",
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
 
 def rematch(
     program: Program,
@@ -240,40 +287,86 @@ def rematch(
     seconds: Sequence[float],
     ctx: SynthesisContext,
     contenders: int = REMATCH,
-    repeats: int = 15,
-    min_batch_s: float = 0.02,
     placements: int = 1,
 ) -> dict[str, Any] | None:
     """The chosen program (``impls[0]``) timed again against the ``contenders`` programs
     measured fastest in the first pass (``seconds``, in ``impls``' order), those measured
-    faster than it only: the four compiled into a library of their own and timed like the
-    first pass, in turn, with ``repeats`` batches each. None when the first pass measured
-    the chosen program fastest.
+    faster than it only, each pair as ``benchmarks/ab.py`` times two programs
+    (``time_pairs``). None when the first pass measured the chosen program fastest.
 
     Keys: ``ranks`` (the contenders' positions in the predicted order, fastest first),
     ``first_ratios`` (the chosen program's time over each contender's in the first pass),
-    ``ratios`` (the same in the rematch), ``repeats``, and ``fastest_rank`` and
+    ``ratios`` (the same in the rematch), ``rounds`` (per pair), and ``fastest_rank`` and
     ``chosen_over_fastest`` as ``rank_agreement`` gives them, from the rematch (rank 0 and
     1.0 when no contender beat the chosen program there).
+
+    Raises:
+        CheckFailed: a program computes a wrong answer.
     """
     faster = sorted((i for i in range(1, len(seconds)) if seconds[i] < seconds[0]),
                     key=lambda i: seconds[i])[:contenders]  # fmt: skip
     if not faster:
         return None
-    subset = [impls[0], *(impls[i] for i in faster)]
-    placed = time_impls_placed(program, subset, ctx, repeats, min_batch_s, None, placements)
-    times = [median_placement(p).median for p in placed]
-    ratios = [times[0] / t for t in times[1:]]
+    count = 1 if placements <= 1 else placement_count(program, placements)
+    ratios = time_pairs(program, [impls[0], *(impls[i] for i in faster)],
+                        [seconds[0], *(seconds[i] for i in faster)], ctx, count)  # fmt: skip
     best = max(range(len(faster)), key=lambda j: ratios[j])
     won = ratios[best] > 1.0
     return {
         "ranks": faster,
         "first_ratios": [seconds[0] / seconds[i] for i in faster],
         "ratios": ratios,
-        "repeats": repeats,
+        "rounds": REMATCH_ROUNDS * count,
         "fastest_rank": faster[best] if won else 0,
         "chosen_over_fastest": ratios[best] if won else 1.0,
     }
+
+
+def time_pairs(
+    program: Program,
+    impls: Sequence[Impl],
+    seconds: Sequence[float],
+    ctx: SynthesisContext,
+    placements: int = 1,
+) -> list[float]:
+    """For each Impl after the first, the first one's time over its own, timed as
+    ``benchmarks/ab.py`` times two programs: compiled into one library, checked against
+    NumPy, calls alternating (``pair_harness``; groups of calls of at least 50 us, sized by
+    ``seconds``, each Impl's time per call as measured before), ``REMATCH_ROUNDS`` rounds on
+    each of ``placements`` placements of the buffers; a round's ratio is the median group
+    time of the first Impl over the other's, the result the median round's.
+
+    Raises:
+        CheckFailed: a program computes a wrong answer.
+    """
+    import numpy as np
+
+    ratios = []
+    with scratch_folder("morello-rematch-", None) as folder:
+        variants = [attrs.evolve(program, name=f"{program.name}_p{i}") for i in range(len(impls))]
+        source = lower_to_c("rematch", list(zip(variants, impls, strict=True)), ctx)
+        first = variants[0].name
+        pairs = "".join(pair_harness(program, first, v.name) for v in variants[1:])
+        lib_path = compile_shared(PRELUDE + source.c_text + "\n" + pairs, ctx.target, folder)
+        for v in variants:
+            check(lib_path, v, ctx)
+        lib = ctypes.CDLL(str(lib_path))
+        sets = [timing_buffers(program, ctx, None if placements == 1 else w)
+                for w in range(placements)]  # fmt: skip
+        for v, other in zip(variants[1:], seconds[1:], strict=True):
+            fn = getattr(lib, f"{first}_vs_{v.name}")
+            fn.restype = None
+            reps = max(1, math.ceil(50e-6 / max(seconds[0], other)))
+            calls = max(5, int(REMATCH_ROUND_S / (reps * (seconds[0] + other)))) | 1
+            t1, t2 = np.zeros(calls), np.zeros(calls)
+            out = [ctypes.c_void_p(t1.ctypes.data), ctypes.c_void_p(t2.ctypes.data)]
+            rounds = []
+            for _, ptrs in sets:
+                for _ in range(REMATCH_ROUNDS):
+                    fn(*ptrs, ctypes.c_long(calls), ctypes.c_long(reps), *out)
+                    rounds.append(float(np.median(t1) / np.median(t2)))
+            ratios.append(statistics.median(rounds))
+    return ratios
 
 
 def fidelity(
@@ -321,9 +414,8 @@ def fidelity(
     report = rank_agreement([i.cost for i in impls], [t.median for t in timings])
     report["placement_tau"] = placement_agreement([[pt.median for pt in p] for p in placed])
     seconds = [t.median for t in timings]
-    again = max(15, 3 * repeats)
     report["rematch"] = (
-        rematch(program, impls, seconds, ctx, contenders, again, min_batch_s, len(placed[0]))
+        rematch(program, impls, seconds, ctx, contenders, len(placed[0]))
         if contenders > 0
         else None
     )

@@ -124,7 +124,7 @@ def test_cli_fidelity_json(
         assert m["ranks"][0] == rep["fastest_rank"]
         assert len(m["ranks"]) == len(m["ratios"]) == len(m["first_ratios"]) <= 3
         assert m["first_ratios"][0] == pytest.approx(rep["chosen_over_fastest"])
-        assert m["repeats"] == 15
+        assert m["rounds"] == fidelity.REMATCH_ROUNDS * rep["placements"]
         assert m["chosen_over_fastest"] >= 1.0
         assert m["fastest_rank"] in (0, *m["ranks"])
 
@@ -137,27 +137,61 @@ def test_rematch_times_the_faster_programs_again(
     again = {"chosen": 10.0, "a": 11.0, "b": 9.5, "c": 10.0, "d": 8.0}
     calls = []
 
-    def fake(program, subset, ctx, repeats, min_batch_s, workdir, placements):
-        calls.append((list(subset), repeats, placements))
-        return [[Timing(again[i], again[i], again[i])] * placements for i in subset]
+    def fake(program, subset, seconds, ctx, placements):
+        calls.append((list(subset), list(seconds), placements))
+        return [again[subset[0]] / again[i] for i in subset[1:]]
 
-    monkeypatch.setattr(fidelity, "time_impls_placed", fake)
+    monkeypatch.setattr(fidelity, "time_pairs", fake)
     # First pass: d slower than the chosen program, a, b and c faster (a the fastest).
-    m = rematch(program, impls, [10.0, 5.0, 6.0, 8.0, 12.0], ctx, 2, 15, 0.01, 4)  # type: ignore[arg-type]
-    assert calls == [(["chosen", "a", "b"], 15, 4)]  # the two fastest, fastest first
+    m = rematch(program, impls, [10.0, 5.0, 6.0, 8.0, 12.0], ctx, 2, 4)  # type: ignore[arg-type]
+    assert calls == [(["chosen", "a", "b"], [10.0, 5.0, 6.0], 4)]  # the two fastest first
     assert m is not None
     assert m["ranks"] == [1, 2]
     assert m["first_ratios"] == [2.0, 10.0 / 6.0]
     assert m["ratios"] == [10.0 / 11.0, 10.0 / 9.5]
     assert (m["fastest_rank"], m["chosen_over_fastest"]) == (2, 10.0 / 9.5)
+    assert m["rounds"] == 4 * fidelity.REMATCH_ROUNDS
     # Where no contender beats the chosen program again, it is the fastest.
-    m = rematch(program, impls, [10.0, 5.0, 11.0, 12.0, 13.0], ctx, 3, 15, 0.01, 1)  # type: ignore[arg-type]
+    m = rematch(program, impls, [10.0, 5.0, 11.0, 12.0, 13.0], ctx, 3, 1)  # type: ignore[arg-type]
     assert m is not None
     assert (m["ranks"], m["fastest_rank"], m["chosen_over_fastest"]) == ([1], 0, 1.0)
     # Nothing to rematch where the chosen program was measured fastest.
     calls.clear()
     assert rematch(program, impls, [1.0, 2.0, 3.0, 4.0, 5.0], ctx) is None  # type: ignore[arg-type]
     assert calls == []
+
+
+@pytest.mark.runs_code
+def test_pair_harness_times_each_side_of_the_pair(ctx: SynthesisContext, tmp_path: Path) -> None:
+    """Two functions of known relative cost (a loop of 20,000 steps and one of 2,000)
+    alternate in the harness; each side's times land in its own array."""
+    import ctypes
+
+    import numpy as np
+
+    from morello.codegen.compile import compile_shared
+    from morello.codegen.fidelity import pair_harness
+    from morello.codegen.runner import native_arch
+    from morello.codegen.timing import PRELUDE
+
+    if not native_arch(ctx.target):
+        pytest.skip(f"{ctx.target.name}'s code does not run natively here")
+    program = _program(ctx, 2, 2, 2)
+    body = "volatile float s = 0; for (int i = 0; i < {n}; i++) s += a[0]; c[0] = s;"
+    sig = "(const float *restrict a, const float *restrict b, float *restrict c)"
+    c_text = (
+        PRELUDE
+        + f"void slow{sig} {{ {body.format(n=20000)} }}\n"
+        + f"void quick{sig} {{ {body.format(n=2000)} }}\n"
+        + pair_harness(program, "slow", "quick")
+    )
+    lib = ctypes.CDLL(str(compile_shared(c_text, ctx.target, tmp_path)))
+    bufs = [np.ones(4, dtype=np.float32) for _ in range(3)]
+    t1, t2 = np.zeros(9), np.zeros(9)
+    ptrs = [ctypes.c_void_p(b.ctypes.data) for b in (*bufs, t1, t2)]
+    lib.slow_vs_quick(*ptrs[:3], ctypes.c_long(9), ctypes.c_long(3), *ptrs[3:])
+    assert (t1 > 0).all() and (t2 > 0).all()
+    assert 3 < np.median(t1) / np.median(t2) < 30  # 10 times the steps
 
 
 @pytest.mark.runs_code
@@ -216,7 +250,7 @@ def test_fidelity_text_states_the_placements_ceiling() -> None:
     assert "100.0% faster than the chosen one" in text
     assert "placements order" not in _fidelity_text({**report, "placement_tau": None})
     assert "rematch" not in text
-    m = {"ranks": [1], "first_ratios": [2.0], "ratios": [1.02], "repeats": 15,
+    m = {"ranks": [1], "first_ratios": [2.0], "ratios": [1.02], "rounds": 28,
          "fastest_rank": 1, "chosen_over_fastest": 1.02}  # fmt: skip
     text = _fidelity_text({**report, "rematch": m})
     assert "rank 1 2.000 then 1.020" in text

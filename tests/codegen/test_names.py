@@ -101,3 +101,23 @@ def test_names_cxx_keyword_parameters_are_respelled_in_the_header(
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.runs_code
+def test_names_timing_harnesses_take_parameters_named_like_their_locals(
+    ctx: SynthesisContext, tmp_path: Path
+) -> None:
+    # bench's timing loop declares iters, t0, t1 and it; both it and fidelity's pair
+    # harness name the buffers arg0, arg1, ..., so any spec's names compile.
+    from morello.codegen.bench import timing_harness
+    from morello.codegen.fidelity import pair_harness
+    from morello.codegen.timing import PRELUDE
+
+    text = (
+        "func f(iters: f32[4, 4], t0: f32[4, 4]) -> it: f32[4, 4] {\n    it = add(iters, t0)\n}\n"
+    )
+    program = build_program(parse_spec_file("names.lark", text).funcs[0], ctx)
+    impl, _ = synthesize(program.spec, ctx)
+    c_text = lower_to_c("names", [(program, impl)], ctx).c_text
+    harnesses = timing_harness(program, ctx) + pair_harness(program, "f", "f")
+    compile_shared(PRELUDE + c_text + "\n" + harnesses, ctx.target, tmp_path, "names")
