@@ -600,8 +600,8 @@ one) and how much faster it is than the chosen one. The least of many noisy time
 low (even among programs of equal speed one draws a fast time), so the --rematch programs
 measured fastest, where faster than the chosen one, are timed again against it, each pair
 alone with calls alternating as benchmarks/ab.py times two programs, and that figure is
-printed beside the first. Needs SciPy (pip
-install 'morello[fit]'); --plot needs matplotlib (pip install 'morello[plot]').
+printed beside the first. Needs SciPy (pip install 'morello[fit]'); --plot needs
+matplotlib (pip install 'morello[plot]').
 """
 
 
@@ -653,8 +653,8 @@ def _fidelity_parser() -> argparse.ArgumentParser:
         type=_count(0),
         default=3,
         metavar="N",
-        help="time the N programs measured fastest again against the chosen one, alone "
-        "(default 3; 0: no rematch)",
+        help="time the N programs measured fastest, where faster than the chosen one, again "
+        "against it, calls alternating (default 3; 0: no rematch)",
     )
     _add_table_and_rules(p)
     return p

@@ -242,15 +242,16 @@ REMATCH_ROUND_S = 0.1
 
 
 def pair_harness(program: Program, first: str, second: str) -> str:
-    """C source of ``void <first>_vs_<second>(args..., long calls, long reps, double *t1,
-    double *t2)``: ``calls`` times, ``reps`` calls of ``first`` then ``reps`` of ``second``
-    on the same buffers, the seconds of each group stored in ``t1[i]`` and ``t2[i]``.
+    """C source of ``void <first>_vs_<second>(arg0, arg1, ..., long _calls, long _reps,
+    double *_t1, double *_t2)``: ``_calls`` times, ``_reps`` calls of ``first`` then
+    ``_reps`` of ``second`` on the same buffers (the program's parameters in order), the
+    seconds of each group stored in ``_t1[i]`` and ``_t2[i]``.
 
     Alternating every few calls, not every batch of 20 ms, puts both programs under the
     same machine: a burst of other work or a change of clock falls on both alike.
     """
     params = [*program.params, program.result]
-    decl = []  # the buffers as arg0, arg1, ...: a spec's own names could clash with the locals
+    decl = []  # the buffers by position, as bench's timing loop names them
     for i, (_, ts) in enumerate(params):
         const = "const " if i < len(params) - 1 else ""
         decl.append(f"{const}{ts.dtype.c_type} *restrict arg{i}")
