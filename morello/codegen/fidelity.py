@@ -471,11 +471,20 @@ def plot(reports: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         ax.scatter(xs[:1], ys[:1], s=40, color="tab:red", marker="*", label="chosen")
         f = rep["fastest_rank"]
         ax.scatter([xs[f]], [ys[f]], s=60, facecolors="none", edgecolors="k", label="fastest")
+        m = rep.get("rematch")
+        if m is not None and m["fastest_rank"] != f:  # the rematch's verdict, if another
+            g = m["fastest_rank"]
+            ax.scatter([xs[g]], [ys[g]], s=60, marker="s", facecolors="none",
+                       edgecolors="tab:green", label="fastest after the rematch")  # fmt: skip
         tau, ceiling = rep["kendall_tau"], rep.get("placement_tau")
+        again = ""
+        if m is not None:
+            again = f"\nafter the rematch: chosen / fastest {m['chosen_over_fastest']:.3f}"
         ax.set_title(
             rep.get("name", rep["function"])
             + ("" if tau is None else f": tau {tau:.2f}")
-            + ("" if ceiling is None else f" (placements {ceiling:.2f})"),
+            + ("" if ceiling is None else f" (placements {ceiling:.2f})")
+            + again,
             fontsize=9,
         )
         ax.set_xlabel("predicted cost")

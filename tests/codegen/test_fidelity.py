@@ -259,3 +259,16 @@ def test_fidelity_text_states_the_placements_ceiling() -> None:
     assert "after the rematch: the chosen program is the fastest" in _fidelity_text(
         {**report, "rematch": m}
     )
+
+
+def test_plot_marks_the_rematch(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    progs = [
+        {"rank": r, "cost": 100 + r, "seconds": s} for r, s in enumerate([2e-6, 1e-6, 3e-6, 1.5e-6])
+    ]
+    report = {"function": "f", "programs": progs, "kendall_tau": 0.0, "fastest_rank": 1,
+              "placement_tau": 0.5}  # fmt: skip
+    m = {"ranks": [1, 3], "first_ratios": [2.0, 4 / 3], "ratios": [0.99, 1.02],
+         "rounds": 7, "fastest_rank": 3, "chosen_over_fastest": 1.02}  # fmt: skip
+    fidelity.plot([report, {**report, "rematch": m}], tmp_path / "f.png", "t")
+    assert (tmp_path / "f.png").stat().st_size > 1000
