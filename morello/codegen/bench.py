@@ -48,15 +48,22 @@ from morello.target import Target
 _PEAK_CTYPES = {"f32": "float", "f64": "double"}
 
 
-def timing_harness(program: Program, ctx: SynthesisContext) -> str:
-    """C source of ``double <name>_time(args..., long iters)``: seconds for ``iters`` calls."""
+def buffer_params(program: Program) -> tuple[list[str], str]:
+    """A timing harness's parameters for ``program``'s buffers, and the arguments that pass
+    them on: named by position (arg0, arg1, ...), since a spec's own names could clash with
+    the harness's locals."""
     params = [*program.params, program.result]
-    decl = []  # the buffers as arg0, arg1, ...: a spec's own names could clash with the loop's
+    decl = []
     for i, (_, ts) in enumerate(params):
         const = "const " if i < len(params) - 1 else ""
         decl.append(f"{const}{ts.dtype.c_type} *restrict arg{i}")
-    call = f"{program.name}({', '.join(f'arg{i}' for i in range(len(params)))});"
-    return timed_loop(f"{program.name}_time", decl, [call])
+    return decl, ", ".join(f"arg{i}" for i in range(len(params)))
+
+
+def timing_harness(program: Program, ctx: SynthesisContext) -> str:
+    """C source of ``double <name>_time(args..., long iters)``: seconds for ``iters`` calls."""
+    decl, args = buffer_params(program)
+    return timed_loop(f"{program.name}_time", decl, [f"{program.name}({args});"])
 
 
 #: Buffer placements bench times the generated function on (``placement``), unless the

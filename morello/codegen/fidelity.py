@@ -40,6 +40,7 @@ import attrs
 
 from morello.codegen.bench import (
     PLACEMENTS,
+    buffer_params,
     median_placement,
     placement_count,
     require_native,
@@ -171,17 +172,43 @@ def compiled_batches(
         MorelloError: the target's code does not run natively here.
     """
     require_native(ctx.target, "fidelity")
+
+    def loops(variants: Sequence[Program]) -> str:
+        return "".join(timing_harness(v, ctx) for v in variants)
+
+    with checked_library(program, impls, ctx, loops, workdir, placements) as (lib, variants, sets):
+        yield [[timed_batch(lib, v.name, ptrs) for _, ptrs in sets] for v in variants]
+
+
+@contextlib.contextmanager
+def checked_library(
+    program: Program,
+    impls: Sequence[Impl],
+    ctx: SynthesisContext,
+    harness: Callable[[Sequence[Program]], str],
+    workdir: Path | None = None,
+    placements: int = 1,
+) -> Iterator[tuple[ctypes.CDLL, list[Program], list[tuple[list[Any], list[Any]]]]]:
+    """``impls`` compiled into one library beside ``harness(variants)``'s C (the ``i``-th as
+    function ``<name>_r<i>``, its program the ``i``-th variant), each checked against NumPy,
+    and one set of buffers per placement (``bench.timing_buffers``; where NumPy puts them
+    with one placement), shared by every Impl: they compute the same. Yields the loaded
+    library, the variants and the buffer sets, usable until the context exits.
+
+    Raises:
+        CheckFailed: an Impl computes a wrong answer.
+    """
     count = 1 if placements <= 1 else placement_count(program, placements)
     with scratch_folder("morello-fidelity-", workdir) as folder:
         variants = [attrs.evolve(program, name=f"{program.name}_r{i}") for i in range(len(impls))]
         source = lower_to_c("fidelity", list(zip(variants, impls, strict=True)), ctx)
-        harness = "".join(timing_harness(v, ctx) for v in variants)
-        lib_path = compile_shared(PRELUDE + source.c_text + "\n" + harness, ctx.target, folder)
+        c_text = PRELUDE + source.c_text + "\n" + harness(variants)
+        lib_path = compile_shared(c_text, ctx.target, folder)
         for v in variants:
             check(lib_path, v, ctx)
         lib = ctypes.CDLL(str(lib_path))
         sets = [timing_buffers(program, ctx, None if count == 1 else w) for w in range(count)]
-        yield [[timed_batch(lib, v.name, ptrs) for _, ptrs in sets] for v in variants]
+        yield lib, variants, sets
 
 
 def rank_agreement(costs: Sequence[float], seconds: Sequence[float]) -> dict[str, Any]:
@@ -250,12 +277,7 @@ def pair_harness(program: Program, first: str, second: str) -> str:
     Alternating every few calls, not every batch of 20 ms, puts both programs under the
     same machine: a burst of other work or a change of clock falls on both alike.
     """
-    params = [*program.params, program.result]
-    decl = []  # the buffers by position, as bench's timing loop names them
-    for i, (_, ts) in enumerate(params):
-        const = "const " if i < len(params) - 1 else ""
-        decl.append(f"{const}{ts.dtype.c_type} *restrict arg{i}")
-    args = ", ".join(f"arg{i}" for i in range(len(params)))
+    decl, args = buffer_params(program)
     lines = [
         f"void {first}_vs_{second}({', '.join(decl)}, long _calls, long _reps, double *_t1, "
         "double *_t2)",
@@ -342,18 +364,12 @@ def time_pairs(
     """
     import numpy as np
 
+    def pairs(variants: Sequence[Program]) -> str:
+        return "".join(pair_harness(program, variants[0].name, v.name) for v in variants[1:])
+
     ratios = []
-    with scratch_folder("morello-rematch-", None) as folder:
-        variants = [attrs.evolve(program, name=f"{program.name}_p{i}") for i in range(len(impls))]
-        source = lower_to_c("rematch", list(zip(variants, impls, strict=True)), ctx)
+    with checked_library(program, impls, ctx, pairs, None, placements) as (lib, variants, sets):
         first = variants[0].name
-        pairs = "".join(pair_harness(program, first, v.name) for v in variants[1:])
-        lib_path = compile_shared(PRELUDE + source.c_text + "\n" + pairs, ctx.target, folder)
-        for v in variants:
-            check(lib_path, v, ctx)
-        lib = ctypes.CDLL(str(lib_path))
-        sets = [timing_buffers(program, ctx, None if placements == 1 else w)
-                for w in range(placements)]  # fmt: skip
         for v, other in zip(variants[1:], seconds[1:], strict=True):
             fn = getattr(lib, f"{first}_vs_{v.name}")
             fn.restype = None
