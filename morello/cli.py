@@ -583,10 +583,12 @@ def _bench_main(argv: Sequence[str]) -> int:
 
 FIDELITY_DESCRIPTION = """\
 How well the cost model ranks programs: for each function of the spec file, its --top
-cheapest programs under the model, each compiled, checked against NumPy and timed like
-bench (a C loop on the same buffers, batches of all the programs taken in turn, the median
-of --repeats), on --placements placements of the buffers within a page as bench times ours,
-each program's time the median placement's.
+cheapest programs under the model, each compiled, checked against NumPy and timed against
+the chosen program (a C loop on the same buffers, calls of the two alternating in groups of
+at least 50 us, so that other work on the machine slows both alike; --rounds rounds, the
+median round's ratio), on --placements placements of the buffers within a page as bench
+times ours, each program's time the median placement's. With --batches they are timed as
+before instead: batches of all the programs taken in turn, the median of --repeats.
 
 The programs come from a pool: the exact cheapest predicted costs (a lazy k-best search
 over the memo table) and random programs near the chosen one (about two decisions drawn at
@@ -631,14 +633,29 @@ def _fidelity_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print a JSON object (a list for several)")
     p.add_argument(
-        "--repeats", type=_count(1), default=5, help="timed batches per program (default 5)"
+        "--rounds",
+        type=_count(1),
+        default=3,
+        help="rounds of alternating calls per program and placement (default 3)",
+    )
+    p.add_argument(
+        "--batches",
+        action="store_true",
+        help="time all the programs in batches taken in turn instead of each against the "
+        "chosen one",
+    )
+    p.add_argument(
+        "--repeats",
+        type=_count(1),
+        default=5,
+        help="with --batches: timed batches per program (default 5)",
     )
     p.add_argument(
         "--min-batch",
         type=_amount(positive=True),
         default=0.02,
         metavar="S",
-        help="seconds per batch (default 0.02)",
+        help="with --batches: seconds per batch (default 0.02)",
     )
     p.add_argument(
         "--placements",
@@ -689,6 +706,8 @@ def _fidelity_main(argv: Sequence[str]) -> int:
                         (lambda impl: format_impl(impl, ctx)) if args.trees else None,
                         args.placements,
                         args.rematch,
+                        args.batches,
+                        args.rounds,
                     )
                 )
                 table.release()

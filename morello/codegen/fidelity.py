@@ -3,11 +3,14 @@
 ``python -m morello fidelity`` takes a function's N cheapest programs from a pool
 (``cheapest_programs``: the exact cheapest predicted costs from ``morello.search.kbest``,
 plus random programs near the chosen one), keeping only programs at least 1% apart in
-predicted cost, compiles them into one library next to a timing loop for each, checks each
-against NumPy and times them all like ``bench`` does, their batches taken in turn
-(``measure_interleaved``), each on the same four placements of its buffers within a page as
-``bench`` (``time_impls_placed``: where the buffers lie can halve one program's speed and not
-its rival's), each program's time the median placement's. Then it compares the two orders:
+predicted cost, compiles them into one library, checks each against NumPy and times each
+against the chosen program, calls of the two alternating in groups of at least 50 us
+(``time_paired``), on the same four placements of the buffers within a page as ``bench``
+(where the buffers lie can halve one program's speed and not its rival's), each program's
+time the chosen one's times the median ratio, on the median placement. (The way before,
+every program's batches of 20 ms taken in turn, ``time_impls_placed``, stays for
+``calibrate`` and as ``--batches``: a burst of other work falls on some programs of a
+round and not on others.) Then it compares the two orders:
 Kendall's tau and Spearman's rho between predicted cost and measured time, where the
 measured-fastest program sits in the predicted order, and how much faster it is than the
 chosen one (rank 0).
@@ -345,6 +348,13 @@ def rematch(
     }
 
 
+PAIRED_ROUNDS = 3
+"""Rounds of alternating calls per placement in ``fidelity``'s first pass (``time_paired``),
+each lasting about ``PAIRED_ROUND_S``: fewer and shorter than a rematch's, as every program
+of the list is timed so."""
+PAIRED_ROUND_S = 0.05
+
+
 def time_pairs(
     program: Program,
     impls: Sequence[Impl],
@@ -362,28 +372,123 @@ def time_pairs(
     Raises:
         CheckFailed: a program computes a wrong answer.
     """
-    import numpy as np
+    with paired_library(program, impls, ctx, placements) as (lib, variants, sets):
+        first = variants[0].name
+        return [
+            statistics.median(
+                r
+                for _, ptrs in sets
+                for r, _ in alternate(
+                    lib,
+                    first,
+                    v.name,
+                    ptrs,
+                    (seconds[0], other),
+                    REMATCH_ROUNDS,
+                    REMATCH_ROUND_S,
+                    5,
+                )
+            )
+            for v, other in zip(variants[1:], seconds[1:], strict=True)
+        ]
+
+
+def time_paired(
+    program: Program,
+    impls: Sequence[Impl],
+    ctx: SynthesisContext,
+    placements: int = 1,
+    rounds: int = PAIRED_ROUNDS,
+    round_s: float = PAIRED_ROUND_S,
+) -> list[list[Timing]]:
+    """``time_impls_placed``'s answer, each Impl timed against the first rather than all in
+    turn: per Impl, its timing on each of ``placements`` placements of the buffers.
+
+    Each Impl after the first runs ``rounds`` rounds on each placement with calls of it and
+    of the first alternating (``pair_harness``, groups of at least 50 us, each round about
+    ``round_s`` seconds), so that what the machine does meanwhile falls on both alike; its
+    time on a placement is the first Impl's there (the median group time per call of all
+    its pairs) times the median round's ratio, its spread the rounds' least and greatest
+    ratios. Batches of all the programs taken in turn, 20 ms each, let a burst of other
+    work or a change of clock fall on some programs and not others: eight copies of one
+    program read 111-133 us that way (BENCHMARKS.md, "Fidelity's first pass paired").
+
+    Raises:
+        CheckFailed: a program computes a wrong answer.
+    """
+    with paired_library(program, impls, ctx, placements) as (lib, variants, sets):
+        first = variants[0].name
+        others = variants[1:] or variants[:1]  # one program: timed against itself
+        ratios = [[[0.0]] * len(sets) for _ in others]
+        firsts: list[list[float]] = [[] for _ in sets]
+        for k, v in enumerate(others):
+            for w, (_, ptrs) in enumerate(sets):
+                guess = alternate(lib, first, v.name, ptrs, None, 1, 0.0)
+                estimate = (guess[0][1], guess[0][1] / guess[0][0])
+                timed = alternate(lib, first, v.name, ptrs, estimate, rounds, round_s)
+                ratios[k][w] = [1 / r for r, _ in timed]  # the other's time over the first's
+                firsts[w].extend(t for _, t in timed)
+        base = [statistics.median(f) for f in firsts]
+        chosen = [Timing(b, min(f), max(f)) for b, f in zip(base, firsts, strict=True)]
+        placed = [chosen]
+        for per_placement in ratios[: len(variants) - 1]:
+            placed.append(
+                [
+                    Timing(b * statistics.median(r), b * min(r), b * max(r))
+                    for b, r in zip(base, per_placement, strict=True)
+                ]
+            )
+        return placed
+
+
+@contextlib.contextmanager
+def paired_library(
+    program: Program, impls: Sequence[Impl], ctx: SynthesisContext, placements: int
+) -> Iterator[tuple[ctypes.CDLL, list[Program], list[tuple[list[Any], list[Any]]]]]:
+    """``checked_library`` with a ``pair_harness`` of the first Impl against each other
+    one (against itself when it is the only one), on ``placements`` buffer sets."""
 
     def pairs(variants: Sequence[Program]) -> str:
-        return "".join(pair_harness(program, variants[0].name, v.name) for v in variants[1:])
+        others = variants[1:] or variants[:1]
+        return "".join(pair_harness(program, variants[0].name, v.name) for v in others)
 
-    ratios = []
-    with checked_library(program, impls, ctx, pairs, None, placements) as (lib, variants, sets):
-        first = variants[0].name
-        for v, other in zip(variants[1:], seconds[1:], strict=True):
-            fn = getattr(lib, f"{first}_vs_{v.name}")
-            fn.restype = None
-            reps = max(1, math.ceil(50e-6 / max(seconds[0], other)))
-            calls = max(5, int(REMATCH_ROUND_S / (reps * (seconds[0] + other)))) | 1
-            t1, t2 = np.zeros(calls), np.zeros(calls)
-            out = [ctypes.c_void_p(t1.ctypes.data), ctypes.c_void_p(t2.ctypes.data)]
-            rounds = []
-            for _, ptrs in sets:
-                for _ in range(REMATCH_ROUNDS):
-                    fn(*ptrs, ctypes.c_long(calls), ctypes.c_long(reps), *out)
-                    rounds.append(float(np.median(t1) / np.median(t2)))
-            ratios.append(statistics.median(rounds))
-    return ratios
+    with checked_library(program, impls, ctx, pairs, None, placements) as loaded:
+        yield loaded
+
+
+def alternate(
+    lib: ctypes.CDLL,
+    first: str,
+    second: str,
+    ptrs: Sequence[Any],
+    seconds: tuple[float, float] | None,
+    rounds: int,
+    round_s: float,
+    least: int = 3,
+) -> list[tuple[float, float]]:
+    """``rounds`` rounds of ``<first>_vs_<second>`` in ``lib`` on the buffers at ``ptrs``,
+    each about ``round_s`` seconds (and at least ``least`` groups) of groups of at least
+    50 us given ``seconds``, the two functions' times per call (None: one call each, after
+    one to warm up). Per round: the
+    first's median group time over the second's, and the first's median seconds per call.
+    """
+    import numpy as np
+
+    fn = getattr(lib, f"{first}_vs_{second}")
+    fn.restype = None
+    if seconds is None:
+        reps, calls, rounds = 1, 1, 2
+    else:
+        reps = max(1, math.ceil(50e-6 / max(seconds)))
+        calls = max(least, int(round_s / (reps * sum(seconds)))) | 1
+    t1, t2 = np.zeros(calls), np.zeros(calls)
+    out = [ctypes.c_void_p(t1.ctypes.data), ctypes.c_void_p(t2.ctypes.data)]
+    timed = []
+    for _ in range(rounds):
+        fn(*ptrs, ctypes.c_long(calls), ctypes.c_long(reps), *out)
+        a, b = float(np.median(t1)), float(np.median(t2))
+        timed.append((a / max(b, 1e-12), a / reps))
+    return timed[-1:] if seconds is None else timed
 
 
 def fidelity(
@@ -397,17 +502,20 @@ def fidelity(
     describe: Callable[[Impl], str] | None = None,
     placements: int = PLACEMENTS,
     contenders: int = REMATCH,
+    batches: bool = False,
+    rounds: int = PAIRED_ROUNDS,
 ) -> dict[str, Any]:
-    """The fidelity report of one function: its ``top`` cheapest programs, timed, and how
-    the model's order agrees with the measured one (``rank_agreement``'s keys; ``rematch``,
-    the ``contenders`` measured fastest timed again against the chosen program, or None:
-    ``rematch``;
-    ``placement_tau``, how well the buffer placements' times order the programs alike, the
-    ceiling for the model's tau: ``placement_agreement``; plus
-    ``programs``: rank, cost, seconds and spread for each, its median on each buffer
-    placement, and its Impl tree as text where ``describe`` is given; and ``flops`` and
-    ``placements``, how many placements each program was timed on: ``placements`` asked,
-    fewer where their buffers would be too large; see ``time_impls_placed``).
+    """The fidelity report of one function: its ``top`` cheapest programs, timed (each
+    against the chosen program, ``rounds`` rounds on each placement: ``time_paired``; with
+    ``batches``, all in turn, ``repeats`` batches of ``min_batch_s`` each:
+    ``time_impls_placed``), and how the model's order agrees with the measured one
+    (``rank_agreement``'s keys; ``rematch``, the ``contenders`` measured fastest timed again
+    against the chosen program, or None: ``rematch``; ``placement_tau``, how well the
+    buffer placements' times order the programs alike, the ceiling for the model's tau:
+    ``placement_agreement``; plus ``programs``: rank, cost, seconds and spread for each, its
+    median on each buffer placement, and its Impl tree as text where ``describe`` is given;
+    and ``flops`` and ``placements``, how many placements each program was timed on:
+    ``placements`` asked, fewer where their buffers would be too large).
 
     Raises:
         MorelloError: SciPy is missing, or the code does not run natively here.
@@ -421,7 +529,11 @@ def fidelity(
         ) from None
     require_native(ctx.target, "fidelity")
     impls = cheapest_programs(program, ctx, memo, top, spacing)
-    placed = time_impls_placed(program, impls, ctx, repeats, min_batch_s, None, placements)
+    placed = (
+        time_impls_placed(program, impls, ctx, repeats, min_batch_s, None, placements)
+        if batches
+        else time_paired(program, impls, ctx, placements, rounds)
+    )
     timings = [median_placement(p) for p in placed]
     opdef = ctx.ruleset.ops.get(program.spec.op)
     flops = None

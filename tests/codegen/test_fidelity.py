@@ -90,8 +90,8 @@ def test_cli_fidelity_json(
         "func f(a: f32[16, 16], b: f32[16, 16]) -> c: f32[16, 16] {\n    c = matmul(a, b)\n}\n"
     )
     code = main(
-        ["fidelity", "-t", target_name, "--no-db", "--top", "4", "--repeats", "2",
-         "--min-batch", "0.001", "--spacing", "0.05", "--trees", "--json", str(spec)]
+        ["fidelity", "-t", target_name, "--no-db", "--top", "4", "--rounds", "2",
+         "--spacing", "0.05", "--trees", "--json", str(spec)]
     )  # fmt: skip
     out, err = capsys.readouterr()
     assert code == ExitCode.OK, err
@@ -192,6 +192,26 @@ def test_pair_harness_times_each_side_of_the_pair(ctx: SynthesisContext, tmp_pat
     lib.slow_vs_quick(*ptrs[:3], ctypes.c_long(9), ctypes.c_long(3), *ptrs[3:])
     assert (t1 > 0).all() and (t2 > 0).all()
     assert 3 < np.median(t1) / np.median(t2) < 30  # 10 times the steps
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+def test_time_paired_times_each_program_against_the_first(ctx: SynthesisContext) -> None:
+    """The first program's time on a placement is its own; a copy of it, timed against
+    it with calls alternating, reads about the same; one program alone is timed against
+    itself."""
+    from morello.codegen.fidelity import time_paired
+
+    program = _program(ctx, 8, 16, 16)
+    (chosen,) = cheapest_programs(program, ctx, {}, top=1)
+    placed = time_paired(program, [chosen, chosen], ctx, placements=2, rounds=3, round_s=0.005)
+    assert [len(p) for p in placed] == [2, 2]
+    for first, copy in zip(*placed, strict=True):
+        assert 0 < first.low <= first.median <= first.high
+        assert copy.low <= copy.median <= copy.high
+        assert 0.5 < copy.median / first.median < 2.0
+    (alone,) = time_paired(program, [chosen], ctx, rounds=1, round_s=0.001)
+    assert len(alone) == 1 and alone[0].median > 0
 
 
 @pytest.mark.runs_code
