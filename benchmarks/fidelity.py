@@ -36,7 +36,11 @@ def main() -> int:
     ap.add_argument("--target", default="zen1")
     ap.add_argument("--label", required=True, help="'before' for the defaults; any other name")
     ap.add_argument("--top", type=int, default=50)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="fidelity's --rounds")
+    ap.add_argument(
+        "--batches", action="store_true", help="fidelity's --batches: the first pass as before"
+    )
+    ap.add_argument("--repeats", type=int, default=5, help="with --batches: fidelity's --repeats")
     args = ap.parse_args()
     env = dict(os.environ)
     if args.label == "before":
@@ -47,7 +51,8 @@ def main() -> int:
         for name in names:
             cmd = [
                 sys.executable, "-m", "morello", "fidelity", "--target", args.target, "--json",
-                "--top", str(args.top), "--repeats", str(args.repeats),
+                "--top", str(args.top), "--rounds", str(args.rounds),
+                *(["--batches", "--repeats", str(args.repeats)] if args.batches else []),
                 "--db", str(Path(tmp) / "memo.sqlite3"), str(ROOT / "examples" / f"{name}.lark"),
             ]  # fmt: skip
             print(f"{name} ...", file=sys.stderr, flush=True)
