@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 
 from morello.codegen.bench import PLACEMENTS, median_placement
 from morello.codegen.fidelity import (
@@ -29,7 +30,7 @@ from morello.lang.spec_file import build_program, parse_spec_file
 from morello.plugins import Plugins
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -37,7 +38,7 @@ def main() -> int:
     ap.add_argument("--target", default="zen1")
     ap.add_argument("--top", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=PAIRED_ROUNDS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     from scipy.stats import kendalltau
 
     ctx = make_context(args.target, Plugins(), [], 1)

@@ -636,6 +636,7 @@ def _fidelity_parser() -> argparse.ArgumentParser:
         "--rounds",
         type=_count(1),
         default=3,
+        metavar="N",
         help="rounds of alternating calls per program and placement (default 3)",
     )
     p.add_argument(

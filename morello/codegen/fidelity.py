@@ -411,7 +411,9 @@ def time_paired(
     its pairs) times the median round's ratio, its spread the rounds' least and greatest
     ratios. Batches of all the programs taken in turn, 20 ms each, let a burst of other
     work or a change of clock fall on some programs and not others: eight copies of one
-    program read 111-133 us that way (BENCHMARKS.md, "Fidelity's first pass paired").
+    program read 111-133 us that way (BENCHMARKS.md, "The fastest of the 50, timed
+    again"), and two such runs of one list agree far less than two paired runs ("Fidelity's
+    first pass paired").
 
     Raises:
         CheckFailed: a program computes a wrong answer.
@@ -419,12 +421,13 @@ def time_paired(
     with paired_library(program, impls, ctx, placements) as (lib, variants, sets):
         first = variants[0].name
         others = variants[1:] or variants[:1]  # one program: timed against itself
-        ratios = [[[0.0]] * len(sets) for _ in others]
+        ratios: list[list[list[float]]] = [[[] for _ in sets] for _ in others]
         firsts: list[list[float]] = [[] for _ in sets]
         for k, v in enumerate(others):
             for w, (_, ptrs) in enumerate(sets):
-                guess = alternate(lib, first, v.name, ptrs, None, 1, 0.0)
-                estimate = (guess[0][1], guess[0][1] / guess[0][0])
+                # One call of each sizes the groups: the first's time, and the other's.
+                ((ratio, seconds),) = alternate(lib, first, v.name, ptrs, None, 1, 0.0)
+                estimate = (seconds, seconds / ratio)
                 timed = alternate(lib, first, v.name, ptrs, estimate, rounds, round_s)
                 ratios[k][w] = [1 / r for r, _ in timed]  # the other's time over the first's
                 firsts[w].extend(t for _, t in timed)
@@ -469,8 +472,8 @@ def alternate(
     """``rounds`` rounds of ``<first>_vs_<second>`` in ``lib`` on the buffers at ``ptrs``,
     each about ``round_s`` seconds (and at least ``least`` groups) of groups of at least
     50 us given ``seconds``, the two functions' times per call (None: one call each, after
-    one to warm up). Per round: the
-    first's median group time over the second's, and the first's median seconds per call.
+    one to warm up). Per round: the first's median group time over the second's, and the
+    first's median seconds per call.
     """
     import numpy as np
 

@@ -165,6 +165,7 @@ def test_cli_rule_folder_without_rule_files_is_an_error(
         (["fidelity", "s.lark", "--placements", "-2"], "must be 1 or more, found -2"),
         (["fidelity", "s.lark", "--spacing", "-1"], "must be a finite number 0 or more, found -1"),
         (["fidelity", "s.lark", "--min-batch", "inf"], "must be a finite number above 0"),
+        (["fidelity", "s.lark", "--rounds", "0"], "argument --rounds: must be 1 or more, found 0"),
         (["calibrate", "--rounds", "0"], "argument --rounds: must be 1 or more, found 0"),
         (["calibrate", "--per-function", "x"], "expected an integer, found 'x'"),
         (["precompute", "--op", "matmul", "--up-to", "2", "--connect-timeout", "-1"], "above 0"),
