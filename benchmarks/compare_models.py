@@ -3,11 +3,12 @@
 ``morello fidelity`` ranks each model's own cheapest programs, so two models are judged on
 different lists and their Kendall's tau cannot be compared. This script builds one pool, the
 ``--top`` cheapest programs under each model (``cheapest_programs``, programs with the same C
-counted once), times every program of it once, in one batch (on ``--placements`` placements
-of its buffers, as ``fidelity`` does), and reports for each model how its costs order those
-times: Kendall's tau and Spearman's rho, the time of the program it chooses, and how far that
-is from the fastest in the pool; and how well the placements' times order the programs alike
-(``placement_tau``, the ceiling for either model's tau).
+counted once), times every program of it against the pool's first, calls of the two
+alternating (``fidelity.time_paired``, as ``fidelity`` times its list; ``--batches``: all in
+turn, as before), on ``--placements`` placements of its buffers, and reports for each model
+how its costs order those times: Kendall's tau and Spearman's rho, the time of the program
+it chooses, and how far that is from the fastest in the pool; and how well the placements'
+times order the programs alike (``placement_tau``, the ceiling for either model's tau).
 
 Model A is the target's coefficients as every command gets them (set
 ``MORELLO_CALIBRATION=off`` for the plugin's defaults); model B is model A with the fields of
@@ -39,6 +40,7 @@ from morello.codegen.fidelity import (
     placement_agreement,
     rank_agreement,
     time_impls_placed,
+    time_paired,
 )
 from morello.context import SynthesisContext, make_context
 from morello.errors import MorelloError
@@ -91,7 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", type=Path, help="JSON object of coefficient fields")
     parser.add_argument("--target", "-t", default="zen1")
     parser.add_argument("--top", type=int, default=30, help="programs per model (default 30)")
-    parser.add_argument("--repeats", type=int, default=5, help="timing rounds (default 5)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds per program and placement (default 3)"
+    )
+    parser.add_argument(
+        "--batches", action="store_true", help="time all the programs in turn, in batches"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="with --batches: timing rounds (default 5)"
+    )
     parser.add_argument(
         "--placements",
         type=int,
@@ -111,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.spec} has {len(funcs)} functions; give it one")
         program = build_program(funcs[0], base)
         impls = pool(program, [base, other], args.top)
-        placed = time_impls_placed(program, impls, base, args.repeats, placements=args.placements)
+        placed = (
+            time_impls_placed(program, impls, base, args.repeats, placements=args.placements)
+            if args.batches
+            else time_paired(program, impls, base, args.placements, args.rounds)
+        )
         seconds = [median_placement(p).median for p in placed]
         ceiling = placement_agreement([[t.median for t in p] for p in placed])
     except (OSError, ValueError, MorelloError) as e:

@@ -59,7 +59,7 @@ def test_both_models_judged_on_one_pool(
     spec.write_text(SPEC, encoding="utf-8")
     overrides = tmp_path / "o.json"
     overrides.write_text(json.dumps({"level_hit": {"GL": 200, "L1": 2, "VRF": 0, "RF": 0}}))
-    code = cm.main([str(spec), str(overrides), "--top", "3", "--repeats", "1", "--json"])
+    code = cm.main([str(spec), str(overrides), "--top", "3", "--rounds", "1", "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert 3 <= report["programs"] <= 6
