@@ -1,0 +1,121 @@
+"""Other coefficients judged on programs already timed: a fidelity report ranked again.
+
+    MORELLO_CALIBRATION=off python benchmarks/rerank.py \\
+        docs/fidelity-zen1-zen4-stop74-paired.json [--overrides B.json ...] [--grid] [names]
+
+For each spec of the report (``morello fidelity --json`` or ``benchmarks/fidelity.py``'s
+list), the same list of programs is built again (``fidelity.cheapest_programs`` under the
+coefficients in use, which must be those the report was made with: its costs are checked)
+and each program's cost is computed under other coefficients (``calibration.tree_cost``), so
+their Kendall's tau against the report's measured times comes without timing anything again.
+Each ``--overrides`` file is a JSON object of ``CostCoefficients`` fields, as for
+``compare_models.py``; ``--grid`` adds every nonzero named coefficient, level price, chain
+latency, stream price and restart price halved and doubled, one at a time. Prints one line
+per model: the mean tau over the specs, then each spec's.
+
+Only the order of the report's programs is judged: which program the other coefficients
+would choose, and how fast it is, needs ``compare_models.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from compare_models import overridden  # noqa: E402
+
+from morello.calibration import tree_cost  # noqa: E402
+from morello.codegen.fidelity import cheapest_programs  # noqa: E402
+from morello.context import make_context  # noqa: E402
+from morello.errors import MorelloError  # noqa: E402
+from morello.lang.spec_file import build_program, parse_spec_file  # noqa: E402
+from morello.target import CostCoefficients  # noqa: E402
+
+
+def grid(co: CostCoefficients) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each nonzero coefficient halved and doubled, one at a time."""
+    for f in (0.5, 2.0):
+        for k, v in co.named.items():
+            if v:
+                yield f"{k} x{f}", {"named": {**co.named, k: round(v * f)}}
+        for k, v in co.level_hit.items():
+            if v:
+                yield f"level_hit.{k} x{f}", {"level_hit": {**co.level_hit, k: round(v * f)}}
+        for k, v in co.chain_latency.items():
+            if v:
+                chain = {**co.chain_latency, k: round(v * f)}
+                yield f"chain_latency.{k} x{f}", {"chain_latency": chain}
+        for k, v in co.stream_hit.items():
+            yield (
+                f"stream_hit.{k} x{f}",
+                {"stream_hit": {**co.stream_hit, k: tuple(round(x * f) for x in v)}},
+            )
+        for k, v in co.stream_restart.items():
+            if v:
+                restart = {**co.stream_restart, k: round(v * f)}
+                yield f"stream_restart.{k} x{f}", {"stream_restart": restart}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from scipy.stats import kendalltau
+
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("report", type=Path, help="fidelity's JSON: one report or a list")
+    ap.add_argument("only", nargs="*", help="substrings selecting specs of the report")
+    ap.add_argument("--target", default="zen1")
+    ap.add_argument("--overrides", type=Path, action="append", default=[], metavar="FILE")
+    ap.add_argument("--grid", action="store_true", help="each coefficient halved and doubled")
+    args = ap.parse_intermixed_args(argv)
+    try:
+        loaded = json.loads(args.report.read_text())
+        reports = loaded if isinstance(loaded, list) else [loaded]
+        base = make_context(args.target)
+        models = [("in use", base)]
+        for path in args.overrides:
+            models.append((path.stem, overridden(base, json.loads(path.read_text()))))
+        if args.grid:
+            models += [(name, overridden(base, ov)) for name, ov in grid(base.coefficients)]
+        lists = []
+        for r in reports:
+            name = r.get("name") or r["function"]
+            if args.only and not any(s in name for s in args.only):
+                continue
+            path = ROOT / "examples" / f"{name}.lark"
+            if not path.exists():
+                path = Path(r["spec"].rsplit(":", 1)[0])
+            funcs = parse_spec_file(str(path), path.read_text(encoding="utf-8")).funcs
+            func = next(f for f in funcs if f.name == r["function"])
+            program = build_program(func, base)
+            impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
+            if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
+                raise ValueError(
+                    f"{name}: the programs built again cost otherwise than the report's; "
+                    "run under the coefficients it was made with (MORELLO_CALIBRATION=off "
+                    "for a target's defaults)"
+                )
+            lists.append((name, impls, [p["seconds"] for p in r["programs"]]))
+    except (OSError, ValueError, KeyError, StopIteration, MorelloError) as e:
+        print(f"rerank: {e!r}" if not str(e) else f"rerank: {e}", file=sys.stderr)
+        return 2
+    print("model | mean tau | " + " | ".join(name for name, _, _ in lists))
+    for label, ctx in models:
+        taus = [
+            float(kendalltau([tree_cost(i, ctx) for i in impls], secs).statistic)
+            for _, impls, secs in lists
+        ]
+        cells = " | ".join(f"{t:.2f}" for t in taus)
+        print(f"{label} | {statistics.mean(taus):.3f} | {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""``benchmarks/rerank.py``: a fidelity report's programs ranked again under other coefficients."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from morello.codegen.fidelity import cheapest_programs
+from morello.context import make_context
+from morello.lang.spec_file import build_program, parse_spec_file
+
+SPEC = "func f(a: f32[8, 16], b: f32[16, 16]) -> c: f32[8, 16] { c = matmul(a, b) }\n"
+
+
+def _report(tmp_path: Path) -> Path:
+    """A report as ``fidelity --json`` writes it, its times the predicted costs (tau 1)."""
+    spec = tmp_path / "f.lark"
+    spec.write_text(SPEC, encoding="utf-8")
+    ctx = make_context("zen1")
+    (func,) = parse_spec_file(str(spec), SPEC).funcs
+    impls = cheapest_programs(build_program(func, ctx), ctx, {}, 4, 0.01)
+    programs = [{"rank": n, "cost": i.cost, "seconds": i.cost * 1e-9} for n, i in enumerate(impls)]
+    report = {"spec": f"{spec}:f", "function": "f", "spacing": 0.01, "programs": programs}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    return path
+
+
+@pytest.mark.target("zen1")
+def test_the_report_ranked_again_and_under_a_grid(
+    benchmark_script: Callable[[str], ModuleType],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
+    report = _report(tmp_path)
+    overrides = tmp_path / "flat.json"
+    flat = {**make_context("zen1").coefficients.named, "fma": 0, "vector_load": 0}
+    overrides.write_text(json.dumps({"named": flat}), encoding="utf-8")
+    rerank = benchmark_script("rerank")
+    assert rerank.main([str(report), "--overrides", str(overrides), "--grid"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "model | mean tau | f"
+    assert lines[1] == "in use | 1.000 | 1.00"  # the report's times are its costs
+    assert lines[2].startswith("flat | ")
+    assert any(line.startswith("fma x0.5 | ") for line in lines)
+    assert any(line.startswith("level_hit.GL x2.0 | ") for line in lines)
+    assert len(lines) > 20
+
+
+@pytest.mark.target("zen1")
+def test_a_report_of_other_coefficients_is_refused(
+    benchmark_script: Callable[[str], ModuleType],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
+    report = _report(tmp_path)
+    data = json.loads(report.read_text())
+    data["programs"][1]["cost"] += 1
+    report.write_text(json.dumps(data), encoding="utf-8")
+    assert benchmark_script("rerank").main([str(report)]) == 2
+    err = capsys.readouterr().err
+    assert "cost otherwise than the report's" in err and err.count("\n") == 1
