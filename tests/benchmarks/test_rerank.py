@@ -16,8 +16,11 @@ from morello.lang.spec_file import build_program, parse_spec_file
 SPEC = "func f(a: f32[8, 16], b: f32[16, 16]) -> c: f32[8, 16] { c = matmul(a, b) }\n"
 
 
-def _report(tmp_path: Path) -> Path:
-    """A report as ``fidelity --json`` writes it, its times the predicted costs (tau 1)."""
+@pytest.fixture
+def report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A report as ``fidelity --json`` writes it, its times the predicted costs (tau 1),
+    made and read under zen1's defaults."""
+    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
     spec = tmp_path / "f.lark"
     spec.write_text(SPEC, encoding="utf-8")
     ctx = make_context("zen1")
@@ -33,12 +36,10 @@ def _report(tmp_path: Path) -> Path:
 @pytest.mark.target("zen1")
 def test_the_report_ranked_again_and_under_a_grid(
     benchmark_script: Callable[[str], ModuleType],
+    report: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
-    report = _report(tmp_path)
     overrides = tmp_path / "flat.json"
     flat = {**make_context("zen1").coefficients.named, "fma": 0, "vector_load": 0}
     overrides.write_text(json.dumps({"named": flat}), encoding="utf-8")
@@ -55,13 +56,8 @@ def test_the_report_ranked_again_and_under_a_grid(
 
 @pytest.mark.target("zen1")
 def test_a_report_of_other_coefficients_is_refused(
-    benchmark_script: Callable[[str], ModuleType],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    benchmark_script: Callable[[str], ModuleType], report: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
-    report = _report(tmp_path)
     data = json.loads(report.read_text())
     data["programs"][1]["cost"] += 1
     report.write_text(json.dumps(data), encoding="utf-8")
