@@ -425,9 +425,7 @@ def time_paired(
         firsts: list[list[float]] = [[] for _ in sets]
         for k, v in enumerate(others):
             for w, (_, ptrs) in enumerate(sets):
-                # One call of each sizes the groups: the first's time, and the other's.
-                ((ratio, seconds),) = alternate(lib, first, v.name, ptrs, None, 1, 0.0)
-                estimate = (seconds, seconds / ratio)
+                estimate = probe(lib, first, v.name, ptrs)  # sizes the groups
                 timed = alternate(lib, first, v.name, ptrs, estimate, rounds, round_s)
                 ratios[k][w] = [1 / r for r, _ in timed]  # the other's time over the first's
                 firsts[w].extend(t for _, t in timed)
@@ -459,39 +457,58 @@ def paired_library(
         yield loaded
 
 
+def probe(lib: ctypes.CDLL, first: str, second: str, ptrs: Sequence[Any]) -> tuple[float, float]:
+    """The seconds of one call of ``first`` and of ``second`` through ``<first>_vs_<second>``
+    in ``lib`` on the buffers at ``ptrs``, after one call of each to warm up: enough to size
+    ``alternate``'s groups."""
+    return _pair_rounds(lib, first, second, ptrs, 1, 1, 2)[-1]
+
+
 def alternate(
     lib: ctypes.CDLL,
     first: str,
     second: str,
     ptrs: Sequence[Any],
-    seconds: tuple[float, float] | None,
+    seconds: tuple[float, float],
     rounds: int,
     round_s: float,
     least: int = 3,
 ) -> list[tuple[float, float]]:
     """``rounds`` rounds of ``<first>_vs_<second>`` in ``lib`` on the buffers at ``ptrs``,
     each about ``round_s`` seconds (and at least ``least`` groups) of groups of at least
-    50 us given ``seconds``, the two functions' times per call (None: one call each, after
-    one to warm up). Per round: the first's median group time over the second's, and the
-    first's median seconds per call.
+    50 us given ``seconds``, the two functions' times per call. Per round: the first's
+    median group time over the second's, and the first's median seconds per call.
     """
+    reps = max(1, math.ceil(50e-6 / max(seconds)))
+    calls = max(least, int(round_s / (reps * sum(seconds)))) | 1
+    return [
+        (a / max(b, 1e-12), a / reps)
+        for a, b in _pair_rounds(lib, first, second, ptrs, calls, reps, rounds)
+    ]
+
+
+def _pair_rounds(
+    lib: ctypes.CDLL,
+    first: str,
+    second: str,
+    ptrs: Sequence[Any],
+    calls: int,
+    reps: int,
+    rounds: int,
+) -> list[tuple[float, float]]:
+    """``rounds`` calls of ``<first>_vs_<second>`` with ``calls`` groups of ``reps`` calls
+    each: per round, the two sides' median group times."""
     import numpy as np
 
     fn = getattr(lib, f"{first}_vs_{second}")
     fn.restype = None
-    if seconds is None:
-        reps, calls, rounds = 1, 1, 2
-    else:
-        reps = max(1, math.ceil(50e-6 / max(seconds)))
-        calls = max(least, int(round_s / (reps * sum(seconds)))) | 1
     t1, t2 = np.zeros(calls), np.zeros(calls)
     out = [ctypes.c_void_p(t1.ctypes.data), ctypes.c_void_p(t2.ctypes.data)]
     timed = []
     for _ in range(rounds):
         fn(*ptrs, ctypes.c_long(calls), ctypes.c_long(reps), *out)
-        a, b = float(np.median(t1)), float(np.median(t2))
-        timed.append((a / max(b, 1e-12), a / reps))
-    return timed[-1:] if seconds is None else timed
+        timed.append((float(np.median(t1)), float(np.median(t2))))
+    return timed
 
 
 def fidelity(
