@@ -25,7 +25,7 @@ import statistics
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -37,6 +37,10 @@ from morello.context import make_context  # noqa: E402
 from morello.errors import MorelloError  # noqa: E402
 from morello.lang.spec_file import build_program, parse_spec_file  # noqa: E402
 from morello.target import CostCoefficients  # noqa: E402
+
+if TYPE_CHECKING:
+    from morello.context import SynthesisContext
+    from morello.impl import Impl
 
 
 def grid(co: CostCoefficients) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -63,6 +67,40 @@ def grid(co: CostCoefficients) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield f"stream_restart.{k} x{f}", {"stream_restart": restart}
 
 
+def load_lists(
+    reports: Sequence[dict[str, Any]], base: SynthesisContext, only: Sequence[str] = ()
+) -> list[tuple[str, list[Impl], list[float]]]:
+    """Each report's programs built again under ``base`` (``fidelity.cheapest_programs``), with
+    their measured times: ``(name, impls, seconds)`` for the reports whose name contains one
+    of ``only`` (all when empty).
+
+    Raises:
+        ValueError: the programs built again cost otherwise than the report says (another
+            model or other coefficients made it).
+        OSError, KeyError, StopIteration: the spec file is gone, or lacks the function.
+    """
+    lists = []
+    for r in reports:
+        name = r.get("name") or r["function"]
+        if only and not any(s in name for s in only):
+            continue
+        path = ROOT / "examples" / f"{name}.lark"
+        if not path.exists():
+            path = Path(r["spec"].rsplit(":", 1)[0])
+        funcs = parse_spec_file(str(path), path.read_text(encoding="utf-8")).funcs
+        func = next(f for f in funcs if f.name == r["function"])
+        program = build_program(func, base)
+        impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
+        if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
+            raise ValueError(
+                f"{name}: the programs built again cost otherwise than the report's; "
+                "run under the model and coefficients it was made with "
+                "(MORELLO_CALIBRATION=off for a target's defaults)"
+            )
+        lists.append((name, impls, [p["seconds"] for p in r["programs"]]))
+    return lists
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from scipy.stats import kendalltau
 
@@ -84,25 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             models.append((path.stem, overridden(base, json.loads(path.read_text()))))
         if args.grid:
             models += [(name, overridden(base, ov)) for name, ov in grid(base.coefficients)]
-        lists = []
-        for r in reports:
-            name = r.get("name") or r["function"]
-            if args.only and not any(s in name for s in args.only):
-                continue
-            path = ROOT / "examples" / f"{name}.lark"
-            if not path.exists():
-                path = Path(r["spec"].rsplit(":", 1)[0])
-            funcs = parse_spec_file(str(path), path.read_text(encoding="utf-8")).funcs
-            func = next(f for f in funcs if f.name == r["function"])
-            program = build_program(func, base)
-            impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
-            if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
-                raise ValueError(
-                    f"{name}: the programs built again cost otherwise than the report's; "
-                    "run under the coefficients it was made with (MORELLO_CALIBRATION=off "
-                    "for a target's defaults)"
-                )
-            lists.append((name, impls, [p["seconds"] for p in r["programs"]]))
+        lists = load_lists(reports, base, args.only)
     except (OSError, ValueError, KeyError, StopIteration, MorelloError) as e:
         print(f"rerank: {e!r}" if not str(e) else f"rerank: {e}", file=sys.stderr)
         return 2
