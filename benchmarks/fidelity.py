@@ -41,6 +41,12 @@ def main() -> int:
         "--batches", action="store_true", help="fidelity's --batches: the first pass as before"
     )
     ap.add_argument("--repeats", type=int, default=5, help="with --batches: fidelity's --repeats")
+    ap.add_argument(
+        "--trees",
+        action="store_true",
+        help="fidelity's --trees: the reports hold each program's Impl tree, which rerank.py "
+        "and tau_ceiling.py replay under a changed model (about ten times the JSON)",
+    )
     args = ap.parse_args()
     env = dict(os.environ)
     if args.label == "before":
@@ -53,6 +59,7 @@ def main() -> int:
                 sys.executable, "-m", "morello", "fidelity", "--target", args.target, "--json",
                 "--top", str(args.top), "--rounds", str(args.rounds),
                 *(["--batches", "--repeats", str(args.repeats)] if args.batches else []),
+                *(["--trees"] if args.trees else []),
                 "--db", str(Path(tmp) / "memo.sqlite3"), str(ROOT / "examples" / f"{name}.lark"),
             ]  # fmt: skip
             print(f"{name} ...", file=sys.stderr, flush=True)

@@ -4,10 +4,13 @@
         docs/fidelity-zen1-zen4-stop74-paired.json [--overrides B.json ...] [--grid] [names]
 
 For each spec of the report (``morello fidelity --json`` or ``benchmarks/fidelity.py``'s
-list), the same list of programs is built again (``fidelity.cheapest_programs`` under the
-coefficients in use, which must be those the report was made with: its costs are checked)
-and each program's cost is computed under other coefficients (``calibration.tree_cost``), so
-their Kendall's tau against the report's measured times comes without timing anything again.
+list), the same list of programs is built again, and each program's cost is computed under
+other coefficients (``calibration.tree_cost``), so their Kendall's tau against the report's
+measured times comes without timing anything again. A report made with ``--trees`` holds each
+program's Impl tree, which is replayed under the model and coefficients in use, whatever
+made the report: so a change to the model itself is judged on times measured before it.
+Without the trees the list is made again by the search (``fidelity.cheapest_programs``),
+which needs the model and coefficients the report was made with (its costs are checked).
 Each ``--overrides`` file is a JSON object of ``CostCoefficients`` fields, as for
 ``compare_models.py``; ``--grid`` adds every nonzero named coefficient, level price, chain
 latency, stream price and restart price halved and doubled, one at a time. Prints one line
@@ -35,12 +38,14 @@ from morello.calibration import tree_cost  # noqa: E402
 from morello.codegen.fidelity import cheapest_programs  # noqa: E402
 from morello.context import make_context  # noqa: E402
 from morello.errors import MorelloError  # noqa: E402
+from morello.impl import Impl  # noqa: E402
 from morello.lang.spec_file import build_program, parse_spec_file  # noqa: E402
+from morello.search.expand import spec_actions  # noqa: E402
 from morello.target import CostCoefficients  # noqa: E402
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
-    from morello.impl import Impl
+    from morello.spec import Spec
 
 
 def grid(co: CostCoefficients) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -67,16 +72,54 @@ def grid(co: CostCoefficients) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield f"stream_restart.{k} x{f}", {"stream_restart": restart}
 
 
+def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
+    """The Impl tree that ``text`` (``format_impl``'s lines, as ``fidelity --trees`` stores
+    them) describes for ``spec``, its costs and peaks computed under ``ctx``: at each Spec, the
+    offered action whose description is the line's, its children the lines indented below.
+
+    Raises:
+        ValueError: a line names no action offered there, or its children do not match.
+    """
+    nodes: list[tuple[str, list[Any]]] = []  # (description, children) per line, nested
+    stack: list[tuple[int, list[Any]]] = [(-1, nodes)]
+    for line in text.splitlines():
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        node: tuple[str, list[Any]] = (line.strip().split("  | ")[0], [])
+        while stack[-1][0] >= depth:
+            stack.pop()
+        stack[-1][1].append(node)
+        stack.append((depth, node[1]))
+    if len(nodes) != 1:
+        raise ValueError(f"a tree has one root, not {len(nodes)}")
+
+    def build(spec: Spec, node: tuple[str, list[Any]]) -> Impl:
+        text, kids = node
+        action = next((a for a in spec_actions(spec, ctx) if a.describe() == text), None)
+        if action is None:
+            raise ValueError(f"no action at {spec.describe()} is {text!r}")
+        if len(action.children) != len(kids):
+            raise ValueError(f"{text!r} has {len(action.children)} children, the tree {len(kids)}")
+        children = tuple(build(c, k) for c, k in zip(action.children, kids, strict=True))
+        cost = action.cost(spec, [c.cost for c in children], ctx)
+        peaks = action.peaks(spec, [c.peaks for c in children], ctx)
+        return Impl(spec, action, children, cost, peaks)
+
+    return build(spec, nodes[0])
+
+
 def load_lists(
     reports: Sequence[dict[str, Any]], base: SynthesisContext, only: Sequence[str] = ()
 ) -> list[tuple[str, list[Impl], list[float]]]:
-    """Each report's programs built again under ``base`` (``fidelity.cheapest_programs``), with
-    their measured times: ``(name, impls, seconds)`` for the reports whose name contains one
-    of ``only`` (all when empty).
+    """Each report's programs built again under ``base``, with their measured times:
+    ``(name, impls, seconds)`` for the reports whose name contains one of ``only`` (all when
+    empty). A report whose programs carry their trees (``fidelity --trees``) has them replayed
+    (``replay``), costed by ``base``'s model and coefficients whatever made the report; one
+    without is made again (``fidelity.cheapest_programs``), which gives the same programs only
+    under the model and coefficients that made it, so their costs are checked.
 
     Raises:
-        ValueError: the programs built again cost otherwise than the report says (another
-            model or other coefficients made it).
+        ValueError: the programs made again cost otherwise than the report says (another
+            model or other coefficients made it), or a tree does not replay.
         OSError, KeyError, StopIteration: the spec file is gone, or lacks the function.
     """
     lists = []
@@ -90,8 +133,16 @@ def load_lists(
         funcs = parse_spec_file(str(path), path.read_text(encoding="utf-8")).funcs
         func = next(f for f in funcs if f.name == r["function"])
         program = build_program(func, base)
-        impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
-        if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
+        if all("impl" in p for p in r["programs"]):
+            try:
+                impls = [replay(p["impl"], program.spec, base) for p in r["programs"]]
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+        else:
+            impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
+        if "impl" not in r["programs"][0] and [i.cost for i in impls] != [
+            p["cost"] for p in r["programs"]
+        ]:
             raise ValueError(
                 f"{name}: the programs built again cost otherwise than the report's; "
                 "run under the model and coefficients it was made with "

@@ -3,8 +3,9 @@
     MORELLO_CALIBRATION=off python benchmarks/tau_ceiling.py \\
         docs/fidelity-zen1-zen4-stop74-paired.json [names] [--pair-weight W]
 
-The report's programs are built again as ``rerank.py`` builds them (under the model and
-coefficients the report was made with: their costs are checked). For each program its
+The report's programs are built again as ``rerank.py`` builds them (their trees replayed
+under the model in use, if the report holds them; else made again by the search, under the
+model and coefficients the report was made with: their costs are checked). For each program its
 features are taken (``calibration.features`` over ``calibration.parameters``: what it pays per
 unit of each coefficient, such as its lines at each level and its operations of each kind),
 and coefficients are fitted to the report's own measured times by ``calibrate``'s fit

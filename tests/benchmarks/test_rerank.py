@@ -64,3 +64,52 @@ def test_a_report_of_other_coefficients_is_refused(
     assert benchmark_script("rerank").main([str(report)]) == 2
     err = capsys.readouterr().err
     assert "cost otherwise than the report's" in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def report_with_trees(report: Path) -> Path:
+    """The report, each program carrying its tree as ``fidelity --trees`` writes it, and its
+    costs no longer those of the model in use (as after a change to the model)."""
+    from morello.cli import format_impl
+
+    ctx = make_context("zen1")
+    data = json.loads(report.read_text())
+    spec = Path(data["spec"].rsplit(":", 1)[0])
+    (func,) = parse_spec_file(str(spec), spec.read_text()).funcs
+    impls = cheapest_programs(build_program(func, ctx), ctx, {}, 4, 0.01)
+    for p, impl in zip(data["programs"], impls, strict=True):
+        p["impl"] = format_impl(impl, ctx)
+        p["cost"] += 7
+    report.write_text(json.dumps(data), encoding="utf-8")
+    return report
+
+
+@pytest.mark.target("zen1")
+def test_trees_are_replayed_under_the_model_in_use(
+    benchmark_script: Callable[[str], ModuleType],
+    report_with_trees: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rerank = benchmark_script("rerank")
+    assert rerank.main([str(report_with_trees)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "in use | 1.000 | 1.00"  # the replayed costs, not the report's
+    ctx = make_context("zen1")
+    data = json.loads(report_with_trees.read_text())
+    ((_, impls, _),) = rerank.load_lists([data], ctx)
+    assert [i.cost for i in impls] == [p["cost"] - 7 for p in data["programs"]]
+    assert all(len(i.walk()) > 3 for i in impls)
+
+
+@pytest.mark.target("zen1")
+def test_a_tree_that_does_not_replay_is_refused(
+    benchmark_script: Callable[[str], ModuleType],
+    report_with_trees: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = json.loads(report_with_trees.read_text())
+    data["programs"][1]["impl"] = data["programs"][1]["impl"].replace("tile_out:", "tile_in:", 1)
+    report_with_trees.write_text(json.dumps(data), encoding="utf-8")
+    assert benchmark_script("rerank").main([str(report_with_trees)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rerank: f: no action at ") and err.count("\n") == 1
