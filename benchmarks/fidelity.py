@@ -7,7 +7,8 @@
 ``--label before`` runs with MORELLO_CALIBRATION=off (the plugin's coefficients), any other
 label with whatever coefficients are in use. Each spec of the standard set
 (``benchmarks/standard.py``) runs ``python -m morello fidelity --json --top N`` in a fresh
-memo table; the reports go to ``docs/fidelity-<target>-<label>.json``, one plot per spec
+memo table; the reports go to ``docs/fidelity-<target>-<label>.json`` (``.json.gz`` with
+``--trees``, which keeps each program's Impl tree for ``rerank.py``), one plot per spec
 panel to ``docs/fidelity-<target>-<label>.png``, and a table to stdout (Markdown, for
 BENCHMARKS.md). Its last column is the rematch's verdict (``morello fidelity --rematch``):
 the programs measured faster than the chosen one, timed again against it alone.
@@ -16,6 +17,7 @@ the programs measured faster than the chosen one, timed again against it alone.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -71,7 +73,12 @@ def main() -> int:
             rep["name"] = name
             reports.append(rep)
     stem = ROOT / "docs" / f"fidelity-{args.target}-{args.label}"
-    stem.with_suffix(".json").write_text(json.dumps(reports, indent=1) + "\n")
+    text = json.dumps(reports, indent=1) + "\n"
+    if args.trees:  # about ten times the JSON: gzipped (rerank.py and tau_ceiling.py read it)
+        with gzip.open(stem.with_suffix(".json.gz"), "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        stem.with_suffix(".json").write_text(text)
     try:
         from morello.codegen.fidelity import plot
 

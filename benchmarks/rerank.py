@@ -23,6 +23,7 @@ would choose, and how fast it is, needs ``compare_models.py``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -70,6 +71,14 @@ def grid(co: CostCoefficients) -> Iterator[tuple[str, dict[str, Any]]]:
             if v:
                 restart = {**co.stream_restart, k: round(v * f)}
                 yield f"stream_restart.{k} x{f}", {"stream_restart": restart}
+
+
+def read_report(path: Path) -> Any:
+    """A fidelity report's JSON, gzipped if its name ends in ``.gz`` (reports with trees)."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
@@ -165,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--grid", action="store_true", help="each coefficient halved and doubled")
     args = ap.parse_intermixed_args(argv)
     try:
-        loaded = json.loads(args.report.read_text())
+        loaded = read_report(args.report)
         reports = loaded if isinstance(loaded, list) else [loaded]
         base = make_context(args.target)
         models = [("in use", base)]

@@ -24,7 +24,6 @@ one that lifts it is worth pricing (``rerank.py`` judges given coefficients inst
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rerank import load_lists  # noqa: E402
+from rerank import load_lists, read_report  # noqa: E402
 
 from morello.calibration import features, fit, get_param, parameters, tree_cost  # noqa: E402
 from morello.context import make_context  # noqa: E402
@@ -86,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_intermixed_args(argv)
     try:
-        loaded = json.loads(args.report.read_text())
+        loaded = read_report(args.report)
         base = make_context(args.target)
         lists = load_lists(loaded if isinstance(loaded, list) else [loaded], base, args.only)
     except (OSError, ValueError, KeyError, StopIteration, MorelloError) as e:
