@@ -81,6 +81,17 @@ def read_report(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def report_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of a script that reads a fidelity report: the report, names, target."""
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("report", type=Path, help="fidelity's JSON (or .json.gz): one report or a list")
+    ap.add_argument("only", nargs="*", help="substrings selecting specs of the report")
+    ap.add_argument("--target", default="zen1")
+    return ap
+
+
 def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
     """The Impl tree that ``text`` (``format_impl``'s lines, as ``fidelity --trees`` stores
     them) describes for ``spec``, its costs and peaks computed under ``ctx``: at each Spec, the
@@ -147,11 +158,10 @@ def load_lists(
                 impls = [replay(p["impl"], program.spec, base) for p in r["programs"]]
             except ValueError as e:
                 raise ValueError(f"{name}: {e}") from None
-        else:
-            impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
-        if "impl" not in r["programs"][0] and [i.cost for i in impls] != [
-            p["cost"] for p in r["programs"]
-        ]:
+            lists.append((name, impls, [p["seconds"] for p in r["programs"]]))
+            continue
+        impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
+        if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
             raise ValueError(
                 f"{name}: the programs built again cost otherwise than the report's; "
                 "run under the model and coefficients it was made with "
@@ -164,12 +174,7 @@ def load_lists(
 def main(argv: Sequence[str] | None = None) -> int:
     from scipy.stats import kendalltau
 
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("report", type=Path, help="fidelity's JSON: one report or a list")
-    ap.add_argument("only", nargs="*", help="substrings selecting specs of the report")
-    ap.add_argument("--target", default="zen1")
+    ap = report_parser(__doc__)
     ap.add_argument("--overrides", type=Path, action="append", default=[], metavar="FILE")
     ap.add_argument("--grid", action="store_true", help="each coefficient halved and doubled")
     args = ap.parse_intermixed_args(argv)

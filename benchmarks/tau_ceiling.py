@@ -23,7 +23,6 @@ one that lifts it is worth pricing (``rerank.py`` judges given coefficients inst
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rerank import load_lists, read_report  # noqa: E402
+from rerank import load_lists, read_report, report_parser  # noqa: E402
 
 from morello.calibration import features, fit, get_param, parameters, tree_cost  # noqa: E402
 from morello.context import make_context  # noqa: E402
@@ -74,12 +73,7 @@ def fitted(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("report", type=Path, help="fidelity's JSON: one report or a list")
-    ap.add_argument("only", nargs="*", help="substrings selecting specs of the report")
-    ap.add_argument("--target", default="zen1")
+    ap = report_parser(__doc__)
     ap.add_argument(
         "--pair-weight", type=float, default=1.0, help="weight of the pairs' rows (0: none)"
     )
