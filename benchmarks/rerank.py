@@ -158,15 +158,14 @@ def load_lists(
                 impls = [replay(p["impl"], program.spec, base) for p in r["programs"]]
             except ValueError as e:
                 raise ValueError(f"{name}: {e}") from None
-            lists.append((name, impls, [p["seconds"] for p in r["programs"]]))
-            continue
-        impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
-        if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
-            raise ValueError(
-                f"{name}: the programs built again cost otherwise than the report's; "
-                "run under the model and coefficients it was made with "
-                "(MORELLO_CALIBRATION=off for a target's defaults)"
-            )
+        else:
+            impls = cheapest_programs(program, base, {}, len(r["programs"]), r["spacing"])
+            if [i.cost for i in impls] != [p["cost"] for p in r["programs"]]:
+                raise ValueError(
+                    f"{name}: the programs built again cost otherwise than the report's; "
+                    "run under the model and coefficients it was made with "
+                    "(MORELLO_CALIBRATION=off for a target's defaults)"
+                )
         lists.append((name, impls, [p["seconds"] for p in r["programs"]]))
     return lists
 

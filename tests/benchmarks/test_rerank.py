@@ -7,28 +7,20 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
-from morello.codegen.fidelity import cheapest_programs
 from morello.context import make_context
-from morello.lang.spec_file import build_program, parse_spec_file
 
 SPEC = "func f(a: f32[8, 16], b: f32[16, 16]) -> c: f32[8, 16] { c = matmul(a, b) }\n"
 
 
 @pytest.fixture
-def report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def report(tmp_path: Path, fidelity_reports: Callable[..., list[dict[str, Any]]]) -> Path:
     """A report as ``fidelity --json`` writes it, its times the predicted costs (tau 1),
     made and read under zen1's defaults."""
-    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
-    spec = tmp_path / "f.lark"
-    spec.write_text(SPEC, encoding="utf-8")
-    ctx = make_context("zen1")
-    (func,) = parse_spec_file(str(spec), SPEC).funcs
-    impls = cheapest_programs(build_program(func, ctx), ctx, {}, 4, 0.01)
-    programs = [{"rank": n, "cost": i.cost, "seconds": i.cost * 1e-9} for n, i in enumerate(impls)]
-    report = {"spec": f"{spec}:f", "function": "f", "spacing": 0.01, "programs": programs}
+    (report,) = fidelity_reports(tmp_path, {"f": SPEC}, lambda n, cost: cost * 1e-9)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report), encoding="utf-8")
     return path
@@ -68,21 +60,17 @@ def test_a_report_of_other_coefficients_is_refused(
 
 
 @pytest.fixture
-def report_with_trees(report: Path) -> Path:
+def report_with_trees(
+    tmp_path: Path, fidelity_reports: Callable[..., list[dict[str, Any]]]
+) -> Path:
     """The report, each program carrying its tree as ``fidelity --trees`` writes it, and its
     costs no longer those of the model in use (as after a change to the model)."""
-    from morello.cli import format_impl
-
-    ctx = make_context("zen1")
-    data = json.loads(report.read_text())
-    spec = Path(data["spec"].rsplit(":", 1)[0])
-    (func,) = parse_spec_file(str(spec), spec.read_text()).funcs
-    impls = cheapest_programs(build_program(func, ctx), ctx, {}, 4, 0.01)
-    for p, impl in zip(data["programs"], impls, strict=True):
-        p["impl"] = format_impl(impl, ctx)
+    (report,) = fidelity_reports(tmp_path, {"f": SPEC}, lambda n, cost: cost * 1e-9, trees=True)
+    for p in report["programs"]:
         p["cost"] += 7
-    report.write_text(json.dumps(data), encoding="utf-8")
-    return report
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    return path
 
 
 @pytest.mark.target("zen1")

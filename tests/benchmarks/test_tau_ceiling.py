@@ -6,12 +6,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
-
-from morello.codegen.fidelity import cheapest_programs
-from morello.context import make_context
-from morello.lang.spec_file import build_program, parse_spec_file
 
 SPECS = {
     "f": "func f(a: f32[8, 16], b: f32[16, 16]) -> c: f32[8, 16] { c = matmul(a, b) }\n",
@@ -19,36 +16,30 @@ SPECS = {
 }
 
 
-def write_report(tmp_path: Path, names: list[str], times: Callable[[int, int], float]) -> Path:
-    """A report list as ``benchmarks/fidelity.py`` writes it, for the functions ``names``;
-    program ``n`` of cost ``c`` measured at ``times(n, c)`` seconds (zen1's defaults)."""
-    ctx = make_context("zen1")
-    reports = []
-    for name in names:
-        spec = tmp_path / f"{name}.lark"
-        spec.write_text(SPECS[name], encoding="utf-8")
-        (func,) = parse_spec_file(str(spec), SPECS[name]).funcs
-        impls = cheapest_programs(build_program(func, ctx), ctx, {}, 6, 0.01)
-        programs = [
-            {"rank": n, "cost": i.cost, "seconds": times(n, i.cost)} for n, i in enumerate(impls)
-        ]
-        reports.append(
-            {"spec": f"{spec}:{name}", "function": name, "spacing": 0.01, "programs": programs}
-        )
-    path = tmp_path / "report.json"
-    path.write_text(json.dumps(reports), encoding="utf-8")
-    return path
+@pytest.fixture
+def write_report(
+    tmp_path: Path, fidelity_reports: Callable[..., list[dict[str, Any]]]
+) -> Callable[[list[str], Callable[[int, int], float]], Path]:
+    """``write_report(names, times)``: a report list as ``benchmarks/fidelity.py`` writes it,
+    for the functions ``names`` (6 programs each); program ``n`` of cost ``c`` measured at
+    ``times(n, c)`` seconds (zen1's defaults)."""
+
+    def write(names: list[str], times: Callable[[int, int], float]) -> Path:
+        reports = fidelity_reports(tmp_path, {n: SPECS[n] for n in names}, times, top=6)
+        path = tmp_path / "report.json"
+        path.write_text(json.dumps(reports), encoding="utf-8")
+        return path
+
+    return write
 
 
 @pytest.mark.target("zen1")
 def test_times_the_model_predicts_are_fitted_in_and_out_of_sample(
     benchmark_script: Callable[[str], ModuleType],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    write_report: Callable[[list[str], Callable[[int, int], float]], Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
-    report = write_report(tmp_path, ["f", "g"], lambda n, cost: cost * 1e-9)
+    report = write_report(["f", "g"], lambda n, cost: cost * 1e-9)
     assert benchmark_script("tau_ceiling").main([str(report)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "coefficients | mean tau | f | g"
@@ -62,14 +53,12 @@ def test_times_the_model_predicts_are_fitted_in_and_out_of_sample(
 @pytest.mark.target("zen1")
 def test_times_against_the_model_rank_badly_whatever_the_fit(
     benchmark_script: Callable[[str], ModuleType],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    write_report: Callable[[list[str], Callable[[int, int], float]], Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Times in the opposite order of rank: no coefficients can rank them (tau below 0 in use;
     fitted, the least squares still cannot turn the order over everywhere)."""
-    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
-    report = write_report(tmp_path, ["f"], lambda n, cost: (10 - n) * 1e-6)
+    report = write_report(["f"], lambda n, cost: (10 - n) * 1e-6)
     assert benchmark_script("tau_ceiling").main([str(report), "f"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "in use | -1.000 | -1.00"
@@ -80,12 +69,10 @@ def test_times_against_the_model_rank_badly_whatever_the_fit(
 @pytest.mark.target("zen1")
 def test_a_report_of_another_model_is_refused(
     benchmark_script: Callable[[str], ModuleType],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    write_report: Callable[[list[str], Callable[[int, int], float]], Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("MORELLO_CALIBRATION", "off")
-    report = write_report(tmp_path, ["f"], lambda n, cost: cost * 1e-9)
+    report = write_report(["f"], lambda n, cost: cost * 1e-9)
     data = json.loads(report.read_text())
     data[0]["programs"][2]["cost"] += 1
     report.write_text(json.dumps(data), encoding="utf-8")
