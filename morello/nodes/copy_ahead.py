@@ -7,7 +7,8 @@ tile is copied before the loop, and each trip copies the next trip's tile while 
 runs, one piece (a trip of the copy's own outer loop: a row of the panel) every so many
 iterations of the body's innermost loop (``Emitter.for_loop``, ``Interleave``). Pieces no
 loop took (there is none, or the pieces would come too far apart) are copied after the
-body; when no trip's body took them, the loop is written plainly instead. A piece also
+body; when no trip's body took them, the loop is written plainly instead. A loop whose whole
+body is a tail-free loop over the same index copies ahead across both, as one loop. A piece also
 prefetches what a later piece will copy (``Interleave.reads``, the copy's ``piece_reads``):
 spread thinly, the pieces' loads are lone misses that stall the loop. The Impl, its cost
 and the values computed are those of the plain loop; only the order of the copies (and

@@ -8,7 +8,9 @@ it keeps from running concurrently when it takes them in long bursts (see
 repeat (``morello.nodes.reside.loop_reuse``). C: a ``for`` loop, or the body repeated when
 an operand the index runs along lives in registers (registers cannot be indexed); two such
 loops, a reduction around a loop over outputs, are repeated the other way round where that
-reads a streamed operand's rows in turn (``LoopAction._rows_in_turn``).
+reads a streamed operand's rows in turn (``LoopAction._rows_in_turn``). A loop whose body
+packs an input copies the next trip's tile ahead (``morello.nodes.copy_ahead``), across a
+nest of two loops over the one index as one loop (``_emit_nest_copying_ahead``).
 """
 
 from __future__ import annotations
@@ -264,9 +266,11 @@ class LoopAction(NodeBase):
                     for t in range(self.trips):
                         trip = shift_views(at(t * self.step), along, j * inner.step)
                         em.node(body.children[0], trip)
-        else:
+        elif not self._emit_nest_copying_ahead(em, body, views, uses, at):
             copy = ahead.copy_ahead(em, body, views, uses)
-            if copy is None or not em.attempt(lambda: self._emit_copying_ahead(em, copy, at)):
+            if copy is None or not em.attempt(
+                lambda: self._emit_copying_ahead(em, copy, at, self.step, self.trips)
+            ):
                 var = em.names.fresh("i")
                 em.for_loop(
                     var, 0, self.trips, lambda: em.node(body, at(Lin.var(var).scale(self.step)))
@@ -358,12 +362,51 @@ class LoopAction(NodeBase):
         return self.trips, reads
 
     def _emit_copying_ahead(
-        self, em: Emitter, copy: Copy, at: Callable[[Lin | int], list[View]]
+        self,
+        em: Emitter,
+        copy: Copy,
+        at: Callable[[Lin | int], list[View]],
+        step: int,
+        trips: int,
     ) -> bool:
-        """The loop with two buffers, each trip copying the next trip's tile into the other
-        (``morello.nodes.copy_ahead``); whether the body's loop took the copy's pieces."""
+        """The loop (``trips`` of ``step``) with two buffers, each trip copying the next trip's
+        tile into the other (``morello.nodes.copy_ahead``); whether the body's loop took the
+        copy's pieces."""
         buffers = ahead.panels(em, copy, at(0)[copy.operand])
-        return ahead.later_trips(em, copy, at, self.step, 0, self.trips, buffers)
+        return ahead.later_trips(em, copy, at, step, 0, trips, buffers)
+
+    def _emit_nest_copying_ahead(
+        self,
+        em: Emitter,
+        body: Impl,
+        views: list[View],
+        uses: Sequence[tuple[int, int]],
+        at: Callable[[Lin | int], list[View]],
+    ) -> bool:
+        """This loop and the loop that is its whole body, when both run along the same index
+        and the inner one's trips cover a step exactly (no tail), written as one loop of
+        all the inner trips, copying ahead across the whole nest; whether it was written so.
+
+        The search splits an extent into such a nest when the remainder is cheaper that way
+        (512 columns as 10 x (2 x 24) + 32 rather than 21 x 24 + 8). Written as two loops,
+        each outer trip's first tile would be copied in a pass of its own before the inner
+        loop; as one loop, every tile but the very first is copied during the trip before.
+        The trips run in the same order over the same views, so the values are the same.
+        """
+        inner = body.action
+        if (
+            type(inner) is not LoopAction
+            or inner.var != self.var
+            or inner.tail is not None
+            or inner.trips * inner.step != self.step
+            or inner.trips < 2
+        ):
+            return False
+        copy = ahead.copy_ahead(em, body.children[0], views, uses)
+        trips = self.trips * inner.trips
+        return copy is not None and em.attempt(
+            lambda: self._emit_copying_ahead(em, copy, at, inner.step, trips)
+        )
 
 
 def _chain_slot(ctx: SynthesisContext) -> int | None:

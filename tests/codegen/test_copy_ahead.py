@@ -79,6 +79,21 @@ def _packing_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
     return _solved(loop, spec, tuple(children), ctx)
 
 
+def _nested_packing_loop(spec: Spec, ctx: SynthesisContext, outer: int, inner: int) -> Impl:
+    """``spec`` as a loop over n in steps of ``outer`` whose body is a loop over n in steps of
+    ``inner`` (no tail) packing b as ``_packing_loop``; the outer tail, if any, by the DP."""
+    spec = not_resident(spec, ctx)
+    (loop,) = [
+        a
+        for a in spec_actions(spec, ctx)
+        if isinstance(a, LoopAction) and (a.var, a.step) == ("n", outer)
+    ]
+    children = [_packing_loop(loop.body, ctx, inner)]
+    if loop.tail is not None:
+        children.append(synthesize(loop.tail, ctx, {})[0])
+    return _solved(loop, spec, tuple(children), ctx)
+
+
 def _packing_init_loop(spec: Spec, ctx: SynthesisContext, step: int) -> Impl:
     """``spec`` as a split_init loop over k in steps of ``step`` whose first step and body
     both copy their columns of a (strided rows) into a buffer; the rest by the DP (packing
@@ -238,6 +253,21 @@ def test_two_panels_each_trip_copying_the_next(ctx: SynthesisContext, n: int, tr
     assert (pieces == "64") == bool(prefetches), text
 
 
+@pytest.mark.parametrize(("n", "tail"), [(32, False), (36, True)])
+def test_a_nest_of_two_loops_over_one_index_copies_ahead_across_it(
+    ctx: SynthesisContext, n: int, tail: bool
+) -> None:
+    # 2 x (2 x 8) columns (and a tail of 4): one loop of 4 trips with two panels, so the
+    # second outer trip's first panel is copied during the first outer trip's last
+    prog = _program(_matmul(4, 64, n), ctx)
+    impl = _nested_packing_loop(prog.spec, ctx, 16, 8)
+    assert (impl.action.trips, impl.action.tail is not None) == (2, tail)
+    text = _c(prog, impl, ctx)
+    assert re.search(r"int next0 = i[0-9]+ \+ 1 < 4 \? 0 : [0-9]+;", text), text
+    assert text.count("float *restrict panel") == 1
+    assert not re.search(r"for \(int i[0-9]+ = 0; i[0-9]+ < 2; i[0-9]+\+\+\) \{\s*float", text)
+
+
 def test_no_copy_ahead_when_two_tiles_do_not_fit_the_level(ctx: SynthesisContext) -> None:
     # a panel of 5/8 of the first cache: one fits, two do not
     cache = next(lv for lv in ctx.target.levels if lv.packs)
@@ -288,6 +318,16 @@ def test_c_of_a_split_init_loop_copying_ahead_matches_numpy(
     impl = _packing_init_loop(prog.spec, ctx, step)
     source = _c(prog, impl, ctx)
     assert "int next0 = 0;" in source
+    check(compile_shared(source, ctx.target, tmp_path), prog, ctx)
+
+
+@pytest.mark.runs_code
+@pytest.mark.parametrize("n", [32, 36])
+def test_c_of_a_nest_copying_ahead_across_it_matches_numpy(
+    ctx: SynthesisContext, n: int, tmp_path: Path
+) -> None:
+    prog = _program(_matmul(4, 64, n), ctx)
+    source = _c(prog, _nested_packing_loop(prog.spec, ctx, 16, 8), ctx)
     check(compile_shared(source, ctx.target, tmp_path), prog, ctx)
 
 
