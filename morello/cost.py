@@ -3,7 +3,8 @@
 Each node kind states its own cost rule (``morello.nodes``): loops cost their trip count
 times their body (plus the tail once, the latency of the dependency chains a reduction loop
 over register accumulators makes, and the streams a loop across runs starts again or walks
-in strided pieces); blocks the sum of their stages; a kernel its declared expression plus
+in strided pieces, less the reads an unrolled loop's repeats share with its first trip);
+blocks the sum of their stages; a kernel its declared expression plus
 the lines its operands touch; a move into a cache the lines it touches at both levels, a
 move into a new buffer its prologue and epilogue, whose kernels already pay for every
 access (charging the move too would count each access twice, which made small register
@@ -96,6 +97,28 @@ def kernel_cost(
         lines = lines_and_runs(ts)[0]
         for i, weight in by_resource:
             use[i] += lines * weight
+    return Cost(base, tuple(use))
+
+
+def less_accesses(
+    total: int, tiles: Sequence[tuple[int, TensorSpec]], ctx: SynthesisContext
+) -> int:
+    """``total`` less ``times`` accesses of each tile in ``tiles`` (``(times, tile)`` pairs):
+    resource by resource where ``total`` is a ``Cost`` (the tiles' lines at a level that a
+    resource names come off that resource's use, as ``kernel_cost`` put them there), else by
+    value."""
+    if not isinstance(total, Cost):
+        return total - sum(times * access_cost(ts, ctx) for times, ts in tiles)
+    base, use = total.base, list(total.use)
+    levels = _resource_prices(ctx.coefficients)[2]
+    for times, ts in tiles:
+        by_resource = levels.get(ts.level.name)
+        if by_resource is None:
+            base -= times * access_cost(ts, ctx)
+            continue
+        lines = lines_and_runs(ts)[0]
+        for i, weight in by_resource:
+            use[i] -= times * lines * weight
     return Cost(base, tuple(use))
 
 

@@ -124,8 +124,9 @@ def default_db_path(target_name: str) -> Path:
 #: 2 = vector-register tiles must be whole registers; 3 = temporaries laid out like the
 #: output, no tiling across a reduction inside an op; 4 = no tile narrower than a packed
 #: block unless it divides the block; 5 = a loop reading one short run of each row per trip
-#: pays a strided walk's price for its lines.
-SEARCH_REVISION: Final = 5
+#: pays a strided walk's price for its lines; 6 = an unrolled loop pays once for the reads
+#: of inputs it does not run along.
+SEARCH_REVISION: Final = 6
 
 
 def fingerprint(ctx: SynthesisContext) -> str:

@@ -10,9 +10,10 @@ whole pass over the output, and the first step's loads of it are gone too.
 Cost: the first step, the accumulating body for each later trip, the tail once, and the terms
 a serial loop adds (``LoopAction``: the latency of dependency chains over register
 accumulators, the streams a loop across runs starts again, the cache fills later trips do not
-repeat). Peak memory: the most any child needs. C: the first step at the start of the index,
-then a ``for`` loop over the other trips (or the steps repeated, when an operand the index
-runs along lives in registers), then the tail.
+repeat, the reads an unrolled loop's repeats share with its first step). Peak memory: the
+most any child needs. C: the first step at the start of the index, then a ``for`` loop over
+the other trips (or the steps repeated, when an operand the index runs along lives in
+registers), then the tail.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, shift_views
-from morello.cost import combine
+from morello.cost import combine, less_accesses
 from morello.nodes.base import NodeBase
 from morello.nodes.loop import LoopAction
 
@@ -71,7 +72,8 @@ class InitLoopAction(NodeBase):
         the first step."""
         loop = LoopAction(self.rule, self.var, self.step, self.trips, self.body, self.tail)
         counts = (1, self.trips - 1, 1)[: len(child_costs)]
-        return combine(spec, child_costs, loop.extra_cost(spec, ctx), ctx, counts)
+        total = combine(spec, child_costs, loop.extra_cost(spec, ctx), ctx, counts)
+        return less_accesses(total, loop.loaded_once(spec, ctx), ctx)
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """The first step, a loop (or the steps repeated) over the rest, the tail.

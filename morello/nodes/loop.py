@@ -5,12 +5,14 @@ loops: the latency of the dependency chains a reduction loop over register accum
 makes, the streams a loop across runs of a read-once operand starts again, and the streams
 it keeps from running concurrently when it takes them in long bursts (see
 ``CostCoefficients``); less the fills of a whole-Spec cache that trips after the first do not
-repeat (``morello.nodes.reside.loop_reuse``). C: a ``for`` loop, or the body repeated when
-an operand the index runs along lives in registers (registers cannot be indexed); two such
-loops, a reduction around a loop over outputs, are repeated the other way round where that
-reads a streamed operand's rows in turn (``LoopAction._rows_in_turn``). A loop whose body
-packs an input copies the next trip's tile ahead (``morello.nodes.copy_ahead``), across a
-nest of two loops over the one index as one loop (``_emit_nest_copying_ahead``).
+repeat (``morello.nodes.reside.loop_reuse``), and, in a loop written out unrolled, the reads
+of inputs it does not run along after the first trip's (``LoopAction.loaded_once``). C: a
+``for`` loop, or the body repeated when an operand the index runs along lives in registers
+(registers cannot be indexed); two such loops, a reduction around a loop over outputs, are
+repeated the other way round where that reads a streamed operand's rows in turn
+(``LoopAction._rows_in_turn``). A loop whose body packs an input copies the next trip's tile
+ahead (``morello.nodes.copy_ahead``), across a nest of two loops over the one index as one
+loop (``_emit_nest_copying_ahead``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, offset_step, shift_views
-from morello.cost import Cost, combine, iteration_points, lines_and_runs
+from morello.cost import Cost, combine, iteration_points, less_accesses, lines_and_runs
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
@@ -83,6 +85,7 @@ class LoopAction(NodeBase):
         """
         counts = self.counts
         total = combine(spec, child_costs, self.extra_cost(spec, ctx), ctx, counts)
+        total = less_accesses(total, self.loaded_once(spec, ctx), ctx)
         slot = _chain_slot(ctx)
         if slot is None or not isinstance(total, Cost) or not self._is_chain(spec, ctx):
             return total
@@ -93,6 +96,39 @@ class LoopAction(NodeBase):
             if not (isinstance(child, Cost) and child.use[slot] > 0):
                 use[slot] += count * latency
         return Cost(total.base, tuple(use))
+
+    def loaded_once(self, spec: Spec, ctx: SynthesisContext) -> list[tuple[int, TensorSpec]]:
+        """The accesses that repeats of an unrolled loop's body do not make again: ``(times,
+        tile)`` pairs, one for each input in memory the loop does not run along.
+
+        A loop that runs along an operand in registers is written out as its body repeated
+        (``emit``), and in the repeats every input the loop does not run along is read at the
+        same addresses as in the first: the compiler loads it once and reuses the value
+        (common subexpressions; the function's pointers are ``restrict``, so stores between
+        the reads do not stop it). So the trips after the first, and the tail (whose tile of
+        such an input is the body's), do not pay for those reads. Measured: a 4x24 register
+        tile broadcasting each element of A from L1 in each of its three FMAs compiled (gcc
+        -O3) to the same instructions as the one that first loads it into a scalar register,
+        yet was priced 20% dearer before this (8x512x512, BENCHMARKS.md). Such a loop is
+        offered only where those inputs are in registers already (docs/design-notes.md, "An
+        unrolled loop holds what it does not run along"), so what this takes off is the
+        exempt ones': a single element, and an input no kernel copies into registers (a
+        bf16 vector widened as it is read). The output is not among them: it is written. (A
+        body that itself reads an input's lines more than once keeps paying for its own
+        repeats; only the tile's single read is taken off, never more than the body paid.)
+        """
+        repeats = self.trips - 1 + (self.tail is not None)
+        if not repeats:
+            return []
+        uses = ctx.ruleset.ops[spec.op].operands_using(self.var)
+        if not any(spec.operands[i].level.counts_registers for i, _ in uses):
+            return []
+        along = {i for i, _ in uses}
+        return [
+            (repeats, self.body.operands[i])
+            for i, whole in enumerate(spec.operands[:-1])
+            if i not in along and not whole.level.counts_registers
+        ]
 
     def _is_chain(self, spec: Spec, ctx: SynthesisContext) -> bool:
         """Whether this loop runs along a reduction of accumulators with a chain latency."""

@@ -20,7 +20,7 @@ import attrs
 import pytest
 
 from morello.context import SynthesisContext
-from morello.cost import action_cost
+from morello.cost import access_cost, action_cost
 from morello.lang.spec_file import build_program, parse_spec_file
 from morello.nodes import InitLoopAction, KernelAction, LoopAction, MoveAction
 from morello.search.expand import spec_actions
@@ -326,3 +326,40 @@ def test_stream_burst_names_a_streamed_level() -> None:
         CostCoefficients(
             level_hit={"GL": 20}, named={}, stream_hit={"GL": (20,)}, stream_burst={"GL": 0}
         )
+
+
+def test_an_unrolled_loop_pays_once_for_what_it_does_not_run_along(ctx: SynthesisContext) -> None:
+    """In C, a loop along registers is its body repeated, and the repeats read an input the
+    loop does not run along at the same address: the compiler loads it once
+    (``LoopAction.loaded_once``). A 4x24 register tile in L1 broadcasts each element of A
+    into three FMAs along n, paying one read of it, not three; a ``for`` loop (k, along A and
+    B in L1) pays every trip's reads, and the output, written, is never taken off."""
+    text = (
+        "func f(a: f32[4, 16] @L1, b: f32[16, 24] @L1) -> c: f32[4, 24] @L1 {\n"
+        "    c = matmul(a, b)\n}\n"
+    )
+    impl, _ = synthesize(_program(ctx, text).spec, ctx, {})
+    along_n = [
+        n
+        for n in impl.walk()
+        if isinstance(n.action, LoopAction)
+        and n.action.var == "n"
+        and n.spec.operands[0].shape == (1, 1)
+        and n.spec.operands[0].level.name == "L1"
+    ]
+    assert along_n, "no broadcast of A from L1 in the chosen program"
+    for node in along_n:
+        loop, spec = node.action, node.spec
+        assert loop.trips == 3 and loop.tail is None
+        assert loop.loaded_once(spec, ctx) == [(2, spec.operands[0])]
+        (body,) = node.children
+        read = access_cost(spec.operands[0], ctx)
+        assert read > 0 and node.cost == 3 * body.cost - 2 * read
+    over_k = next(
+        n for n in impl.walk() if isinstance(n.action, LoopAction) and n.action.var == "k"
+    )
+    assert over_k.spec.operands[-1].level.name == "VRF"
+    assert over_k.action.loaded_once(over_k.spec, ctx) == []
+    # The tail of such a loop reads the body's tile of the input too.
+    tailed = attrs.evolve(along_n[0].action, trips=2, step=8, tail=along_n[0].action.body)
+    assert tailed.loaded_once(along_n[0].spec, ctx) == [(2, along_n[0].spec.operands[0])]

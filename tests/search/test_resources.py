@@ -60,17 +60,21 @@ def _spec(ctx: SynthesisContext, text: str) -> Spec:
 
 
 def _tile(ctx: SynthesisContext, m: int, k: int, n: int) -> Spec:
-    """``c += a @ b``'s Spec with a and b in L1 and c in registers."""
+    """``c += a @ b``'s Spec with a and b in L1 and c in registers: the largest register
+    tile of the program for the product in L1."""
     text = (
         f"func f(a: f32[{m}, {k}] @L1, b: f32[{k}, {n}] @L1) -> c: f32[{m}, {n}] @L1 {{\n"
         "    c = matmul(a, b)\n}\n"
     )
     spec = _spec(ctx, text)
     impl, _ = synthesize(spec, ctx, {})
-    for node in impl.walk():
-        if node.spec.operands[-1].level.name == "VRF" and node.spec.op == "matmul":
-            return node.spec
-    raise AssertionError("no register tile")
+    tiles = [
+        node.spec
+        for node in impl.walk()
+        if node.spec.operands[-1].level.name == "VRF" and node.spec.op == "matmul"
+    ]
+    assert tiles, "no register tile"
+    return max(tiles, key=lambda s: s.operands[-1].volume)
 
 
 def test_resources_must_price_known_terms() -> None:
@@ -93,7 +97,8 @@ def test_cost_value_is_base_plus_busiest() -> None:
 
 
 def test_kernel_splits_into_resources(rctx: SynthesisContext, ctx: SynthesisContext) -> None:
-    spec = _tile(rctx, 4, 1, 24)
+    text = "func f(a: f32[4, 1] @L1, b: f32[1, 24] @L1) -> c: f32[4, 24] @L1 { c = matmul(a, b) }"
+    spec = _spec(rctx, text)
     # A leaf FMA over a register tile: one FMA, and the broadcast from L1 when a is there.
     impl, _ = synthesize(spec, rctx, {})
     kernels = [n for n in impl.walk() if isinstance(n.action, KernelAction)]
@@ -142,18 +147,27 @@ def test_loop_adds_use_by_resource(rctx: SynthesisContext) -> None:
 
 
 def test_ties_break_on_total_work(rctx: SynthesisContext) -> None:
-    # One step of k of a 4x24 tile with b's row in registers: loading each element of a
-    # once into a register, or broadcasting it from L1 into each of its 3 FMAs, cost the
-    # same (their FMAs); the load once does less work, leaving the load port to b's rows.
-    impl, _ = synthesize(_tile(rctx, 4, 16, 24), rctx, {})
-    step = next(
-        n
-        for n in impl.walk()
-        if n.spec.operands[0].shape == (4, 1) and n.spec.operands[1].level.name == "VRF"
-    )
-    kernels = [n.action.kernel for n in step.walk() if isinstance(n.action, KernelAction)]
-    assert "load_f32" in kernels, kernels
-    assert step.cost.use[1] == 4 * 3  # four loads of a at the load port's price
+    # One step of k of a 4x24 tile with b's row in registers: broadcasting each element of a
+    # from L1 into its 3 FMAs (which read it once: the unrolled loop's repeats share the
+    # load, ``LoopAction.loaded_once``) or loading it into a register first cost the same,
+    # their FMAs. With the scalar move priced at the load port, the load first does more
+    # work, and the broadcast is chosen; priced nowhere, the two do the same work, the same
+    # instructions in C, and either may be.
+    def step_of(ctx: SynthesisContext) -> Impl:
+        impl, _ = synthesize(_tile(ctx, 4, 16, 24), ctx, {})
+        return next(
+            n
+            for n in impl.walk()
+            if n.spec.operands[0].shape == (4, 1) and n.spec.operands[1].level.name == "VRF"
+        )
+
+    resources = {**RESOURCES, "load": {**RESOURCES["load"], "scalar_op": 1}}
+    dear = attrs.evolve(rctx, coefficients=attrs.evolve(rctx.coefficients, resources=resources))
+    step = step_of(dear)
+    kernels = {n.action.kernel for n in step.walk() if isinstance(n.action, KernelAction)}
+    assert kernels == {"bcast_fma_f32x8"}, kernels
+    assert step.cost.use[1] == 4 * 3  # four reads of a at the load port's price
+    assert step.cost == step_of(rctx).cost  # the same value either way
 
 
 @pytest.mark.parametrize(

@@ -139,15 +139,17 @@ def _matmul_impl(ctx: SynthesisContext, m: int, k: int, n: int) -> Impl:
 
 
 def test_zen1_programs_fit_its_shared_register_file() -> None:
-    """With RF a file apart, the 8x512x512 product holds a 4x4 block of A in scalar
-    registers beside 12 vector accumulators (28 values; gcc spilled the broadcasts to the
-    stack, BENCHMARKS.md); zen1 shares the file, and no path holds more than 16."""
+    """With RF a file apart, the 4x1024x1024 product holds a block of A in scalar registers
+    beside the vector accumulators (more than 16 values; in the 8x512x512 product such a
+    block made gcc spill the broadcasts to the stack, BENCHMARKS.md); zen1 shares the file,
+    and no path holds more than 16. (8x512x512 itself now broadcasts A from L1 even with
+    the files apart: an unrolled loop reads such an element once, ``LoopAction.loaded_once``.)"""
 
     def files(ctx: SynthesisContext) -> set[int]:
         return {ctx.target.level_index("VRF"), ctx.target.level_index("RF")}
 
     apart = make_context("zen1_apart", Plugins(modules=[_ApartZen1()]), [], None)
-    assert _most_registers(_matmul_impl(apart, 8, 512, 512), apart, files(apart)) > 16
+    assert _most_registers(_matmul_impl(apart, 4, 1024, 1024), apart, files(apart)) > 16
     ctx = make_context("zen1", Plugins(), [], None)
     for shape in [(8, 512, 512), (4, 1024, 1024)]:
         assert _most_registers(_matmul_impl(ctx, *shape), ctx, files(ctx)) <= 16
