@@ -125,8 +125,9 @@ def default_db_path(target_name: str) -> Path:
 #: output, no tiling across a reduction inside an op; 4 = no tile narrower than a packed
 #: block unless it divides the block; 5 = a loop reading one short run of each row per trip
 #: pays a strided walk's price for its lines; 6 = an unrolled loop pays once for the reads
-#: of inputs it does not run along.
-SEARCH_REVISION: Final = 6
+#: of inputs it does not run along; 7 = a loop across the runs of a tile few enough to be
+#: streams together pays no restarts.
+SEARCH_REVISION: Final = 7
 
 
 def fingerprint(ctx: SynthesisContext) -> str:

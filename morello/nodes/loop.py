@@ -172,7 +172,12 @@ class LoopAction(NodeBase):
         A step that reads an operand in fewer runs than the loop's tile of it moves to other
         runs on the next trip. If its runs are streams (at least ``stream_lines`` lines,
         priced by ``stream_hit``), every trip starts them anew, and the prefetchers ramp up
-        again: ``stream_restart`` per run and trip. If the step is one shorter run (a piece
+        again: ``stream_restart`` per run and trip. Not where the tile itself has no more
+        runs than ``stream_hit`` prices together: those streams are tracked as one set, so a
+        loop around continues them where it comes back (4x1024x1024's 8 rows of B taken 4 at
+        a time in a k loop above its move into L1 compile to the same instructions as the
+        move above the loop, which paid nothing, yet were priced 1.97 times as much; both
+        ran 104 us). If the step is one shorter run (a piece
         of each row, row after row), it is no stream at all but a piece of a strided walk
         that the prefetchers never follow: its lines cost twice the single run's price its
         tiles were given, and the loop pays the second half, for the tail's piece too. (On
@@ -210,10 +215,12 @@ class LoopAction(NodeBase):
                 if not coeffs.streams(level, runs, lines // runs):
                     continue
                 if whole_runs is None:
-                    whole_runs = lines_and_runs(whole)[1]
+                    whole_lines, whole_runs = lines_and_runs(whole)
                 if runs >= whole_runs:
                     continue
                 if lines // runs >= coeffs.stream_lines:
+                    if coeffs.streams(level, whole_runs, whole_lines // whole_runs):
+                        continue  # few enough to be tracked together: nothing restarts
                     # Only the trips restart streams: the tail continues the last trip's.
                     per_piece = (
                         runs * coeffs.stream_restart.get(level, 0) if child is self.body else 0

@@ -148,7 +148,8 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
 
     The weights of a matvec are read once (m = 1). In a block of 4096 columns of them (2048
     runs of 16 KiB), a loop over k in steps of 8 rows starts 8 runs per trip; a loop over n
-    continues its runs. Whole rows are one run, so a loop over them restarts nothing. A
+    continues its runs. Whole rows are one run, so a loop over them restarts nothing, nor
+    does one across a tile of runs few enough to stream together. A
     matmul with m = 16 reuses the weights (served from caches) and pays no restarts; one
     with m = 4 uses each weight fewer times than zen1's ``stream_reuse`` of 8 and pays.
     """
@@ -159,6 +160,13 @@ def test_stream_restart_charges_loops_across_runs(ctx: SynthesisContext) -> None
     restarts = _restarts(ctx, block)
     assert restarts[("k", 8)] == 256 * 8
     assert restarts[("n", 8)] == 0
+    # A tile of 8 runs (as many as ``stream_hit`` prices together) is tracked as one set of
+    # streams: a loop across it restarts none (a loop around it continues them), whereas one
+    # across a tile of 16 runs restarts each step's runs.
+    assert len(ctx.coefficients.stream_hit["GL"]) == 8
+    eight, sixteen = (_loops(ctx, block)[("k", rows)].body for rows in (8, 16))
+    assert _restarts(ctx, eight)[("k", 4)] == 0
+    assert _restarts(ctx, sixteen)[("k", 4)] == 4 * 4
     # Runs shorter than stream_lines (16 lines) are a strided walk, not restarted streams.
     narrow = _loops(ctx, whole)[("n", 128)].body
     assert set(_restarts(ctx, narrow).values()) == {0}
