@@ -46,6 +46,7 @@ from morello.target import CostCoefficients  # noqa: E402
 
 if TYPE_CHECKING:
     from morello.context import SynthesisContext
+    from morello.lang.spec_file import Program
     from morello.spec import Spec
 
 
@@ -127,6 +128,22 @@ def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
     return build(spec, nodes[0])
 
 
+def report_program(report: dict[str, Any], ctx: SynthesisContext) -> Program:
+    """The checked function a report's programs implement: its spec file in examples/ (by the
+    report's name), else the path the report gives.
+
+    Raises:
+        OSError, KeyError, StopIteration: the spec file is gone, or lacks the function.
+    """
+    name = report.get("name") or report["function"]
+    path = ROOT / "examples" / f"{name}.lark"
+    if not path.exists():
+        path = Path(report["spec"].rsplit(":", 1)[0])
+    funcs = parse_spec_file(str(path), path.read_text(encoding="utf-8")).funcs
+    func = next(f for f in funcs if f.name == report["function"])
+    return build_program(func, ctx)
+
+
 def load_lists(
     reports: Sequence[dict[str, Any]], base: SynthesisContext, only: Sequence[str] = ()
 ) -> list[tuple[str, list[Impl], list[float]]]:
@@ -147,12 +164,7 @@ def load_lists(
         name = r.get("name") or r["function"]
         if only and not any(s in name for s in only):
             continue
-        path = ROOT / "examples" / f"{name}.lark"
-        if not path.exists():
-            path = Path(r["spec"].rsplit(":", 1)[0])
-        funcs = parse_spec_file(str(path), path.read_text(encoding="utf-8")).funcs
-        func = next(f for f in funcs if f.name == r["function"])
-        program = build_program(func, base)
+        program = report_program(r, base)
         if all("impl" in p for p in r["programs"]):
             try:
                 impls = [replay(p["impl"], program.spec, base) for p in r["programs"]]
