@@ -33,6 +33,7 @@ from rerank import read_report, replay, report_parser, report_program  # noqa: E
 
 from morello.calibration import tree_cost  # noqa: E402
 from morello.cli import format_impl  # noqa: E402
+from morello.codegen.compile import needs_openmp  # noqa: E402
 from morello.codegen.header import lower_to_c  # noqa: E402
 from morello.context import make_context  # noqa: E402
 from morello.errors import MorelloError  # noqa: E402
@@ -47,7 +48,7 @@ def assembly_key(c_text: str, target: Target, folder: Path) -> str:
     src, asm = folder / "p.c", folder / "p.s"
     src.write_text(c_text, encoding="utf-8")
     flags = list(target.compiler.flags)
-    if "#pragma omp" in c_text:
+    if needs_openmp(c_text):
         flags += target.compiler.openmp_flags
     subprocess.run([target.compiler.cc, *flags, "-S", "-o", str(asm), str(src)], check=True)
     lines = [

@@ -440,8 +440,7 @@ class LoopAction(NodeBase):
         if (
             type(inner) is not LoopAction
             or inner.var != self.var
-            or inner.tail is not None
-            or inner.trips * inner.step != self.step
+            or inner.tail is not None  # (then its trips cover this loop's step)
             or inner.trips < 2
         ):
             return False
