@@ -82,14 +82,24 @@ def kernel_cost(
     at a level a resource names (lines times weight); the rest is ``base``.
     """
     coeffs = ctx.coefficients
+    lines = operand_lines(spec.operands, ctx)
+    if not isinstance(lines, Cost):
+        return kernel.main_cost(bindings, coeffs.named) + lines
+    base_named, weights, _ = _resource_prices(coeffs)
+    use = [kernel.main_cost(bindings, w) + u for w, u in zip(weights, lines.use, strict=True)]
+    return Cost(kernel.main_cost(bindings, base_named) + lines.base, tuple(use))
+
+
+def operand_lines(tensors: Sequence[TensorSpec], ctx: SynthesisContext) -> int:
+    """The lines ``tensors`` touch at their levels, priced as a kernel prices its operands':
+    resource by resource for the levels a resource names (a ``Cost``) where the target
+    declares resources, else by value (``access_cost``)."""
+    coeffs = ctx.coefficients
     if not coeffs.resources:
-        return kernel.main_cost(bindings, coeffs.named) + sum(
-            access_cost(ts, ctx) for ts in spec.operands
-        )
-    base_named, weights, levels = _resource_prices(coeffs)
-    base = kernel.main_cost(bindings, base_named)
-    use = [kernel.main_cost(bindings, w) for w in weights]
-    for ts in spec.operands:
+        return sum(access_cost(ts, ctx) for ts in tensors)
+    levels = _resource_prices(coeffs)[2]
+    base, use = 0, [0] * len(coeffs.resources)
+    for ts in tensors:
         by_resource = levels.get(ts.level.name)
         if by_resource is None:
             base += access_cost(ts, ctx)

@@ -69,7 +69,9 @@ class MemoryLevel:
             once and held across its uses (gcc hoists the loads, and the broadcasts with
             them), so it occupies the shared file. 0: every move takes from it. The rule
             is ``Target.sharing``'s, so it covers every allocation at the level, a block's
-            temporaries too: limits and peaks must agree.
+            temporaries too: limits and peaks must agree. An input moved in that small is
+            priced as its lines only, not its copy kernel's instruction (``MoveAction``):
+            the load is the reading kernel's own.
         whole_specs: a cache (not addressed) that the hardware fills implicitly, such as
             an L2 behind the L1: the search never moves one operand into it; instead a
             Spec whose operands from the levels moving into it fit there all at once is

@@ -126,8 +126,9 @@ def default_db_path(target_name: str) -> Path:
 #: block unless it divides the block; 5 = a loop reading one short run of each row per trip
 #: pays a strided walk's price for its lines; 6 = an unrolled loop pays once for the reads
 #: of inputs it does not run along; 7 = a loop across the runs of a tile few enough to be
-#: streams together pays no restarts.
-SEARCH_REVISION: Final = 7
+#: streams together pays no restarts; 8 = an input moved into a level small enough to fold
+#: pays its lines, not its copy kernel's instruction.
+SEARCH_REVISION: Final = 8
 
 
 def fingerprint(ctx: SynthesisContext) -> str:

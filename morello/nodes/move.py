@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from morello.codegen.c import Lin, View, on_heap
-from morello.cost import access_cost, combine, iteration_points
+from morello.cost import access_cost, combine, iteration_points, operand_lines
 from morello.nodes.base import Copy, NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, add_peak, memory_units
 
@@ -63,12 +63,30 @@ class MoveAction(NodeBase):
         return ("move", self.rule, self.operand, d.level.name, self.layout, d.vector_size or 0)
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
-        """A new buffer: its copies (already priced by their kernels). A cache: the lines."""
-        if self.new_buffer:
-            return combine(spec, child_costs, 0, ctx)
+        """A new buffer: its copies (already priced by their kernels). A cache: the lines.
+
+        An input small enough to fold (``MemoryLevel.folds``) is read by the instructions of
+        the kernels that use it, not loaded by one of its own: its copy costs only the lines
+        it touches at both levels, as a cache residency does, not its kernel's instruction.
+        """
         src = spec.operands[self.operand]
-        lines = access_cost(src, ctx) + access_cost(self.dest, ctx)
-        return combine(spec, child_costs, lines, ctx)
+        if not self.new_buffer:
+            lines = access_cost(src, ctx) + access_cost(self.dest, ctx)
+            return combine(spec, child_costs, lines, ctx)
+        if self.folds():
+            return combine(spec, [operand_lines((src, self.dest), ctx), *child_costs[1:]], 0, ctx)
+        return combine(spec, child_costs, 0, ctx)
+
+    def folds(self) -> bool:
+        """Whether this is a copy of an input into a level small enough to fold into the
+        instructions that read it (``MemoryLevel.folds``)."""
+        level = self.dest.level
+        return (
+            self.prologue is not None
+            and self.epilogue is None
+            and level.folds > 0
+            and memory_units(self.dest, level) <= level.folds
+        )
 
     def peaks(
         self, spec: Spec, child_peaks: Sequence[tuple[int, ...]], ctx: SynthesisContext
