@@ -5,7 +5,8 @@ prologue copying the operand in (if the Spec reads it) and an epilogue copying i
 the Spec writes it). A move into a cache makes no buffer: it only records that the tile is
 resident, and lowers the limits of the level. Cost: a new buffer costs its prologue and
 epilogue, whose kernels already pay for every access; a cache residency costs the lines it
-touches at both levels. C: the buffer's declaration, the copies, the body over the buffer.
+touches at both levels, and so does an input small enough to fold into the kernels that
+read it (``MemoryLevel.folds``). C: the buffer's declaration, the copies, the body over the buffer.
 """
 
 from __future__ import annotations
