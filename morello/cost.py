@@ -35,25 +35,41 @@ class Cost(int):
 
     Arithmetic on it gives plain ints (its value), which is how a node outside a register
     tile adds its children; ``combine`` adds them resource by resource where they overlap.
+
+    ``fills``, by operand position (empty: none), is what the value includes for bringing
+    each operand's tile into a cache at the top of the tree (a residency, which writes no
+    code): a loop around the tree that does not run along that operand pays it once, not
+    once per trip (``loop_fills``). ``taken`` is what such a loop took off at this node.
+    The value depends on neither.
     """
 
     base: int
     use: tuple[int, ...]
+    fills: tuple[int, ...]
+    taken: int
 
-    def __new__(cls, base: int, use: tuple[int, ...]) -> Cost:
+    def __new__(
+        cls, base: int, use: tuple[int, ...], fills: tuple[int, ...] = (), taken: int = 0
+    ) -> Cost:
         self = super().__new__(cls, base + max(use, default=0))
         self.base = base
         self.use = use
+        self.fills = fills
+        self.taken = taken
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Cost, (self.base, self.use))
+        return (Cost, (self.base, self.use, self.fills, self.taken))
 
     def __repr__(self) -> str:
-        return f"Cost({self.base}, {self.use})"
+        more = f", {self.fills}, {self.taken}" if self.fills or self.taken else ""
+        return f"Cost({self.base}, {self.use}{more})"
 
     def __str__(self) -> str:
-        """The value and how it arises: ``195 = 3 + max(192, 120, 0)``."""
+        """The value and how it arises: ``195 = 3 + max(192, 120, 0)``; without resources,
+        the value alone."""
+        if not self.use:
+            return str(int(self))
         return f"{int(self)} = {self.base} + max({', '.join(map(str, self.use))})"
 
 
@@ -158,6 +174,12 @@ def work(cost: int) -> int:
     return cost
 
 
+def takes_off(cost: int) -> bool:
+    """Whether a loop took residencies it repeats off ``cost`` at its node (``loop_fills``):
+    a tree whose residency could stand above that loop instead, at the same cost."""
+    return isinstance(cost, Cost) and cost.taken > 0
+
+
 def combine(
     spec: Spec,
     costs: Sequence[int],
@@ -182,6 +204,73 @@ def combine(
         else:
             base += n * c
     return Cost(base, tuple(use))
+
+
+def fills(cost: int) -> tuple[int, ...]:
+    """What ``cost`` includes for each operand's cache residency at the top of its tree, by
+    operand position (``Cost.fills``; empty for none)."""
+    return cost.fills if isinstance(cost, Cost) else ()
+
+
+def with_fills(cost: int, got: Sequence[int]) -> int:
+    """``cost`` with ``got`` as its fills (``Cost.fills``): a plain int where all are 0."""
+    if not any(got):
+        return Cost(cost.base, cost.use) if isinstance(cost, Cost) and cost.fills else cost
+    if isinstance(cost, Cost):
+        return Cost(cost.base, cost.use, tuple(got))
+    return Cost(int(cost), (), tuple(got))
+
+
+def loop_fills(
+    spec: Spec,
+    var: str,
+    counts: Sequence[int],
+    costs: Sequence[int],
+    total: int,
+    ctx: SynthesisContext,
+    read_once: Sequence[int] = (),
+) -> int:
+    """``total``, a loop's cost over index ``var`` with children costing ``costs`` run
+    ``counts`` times each, less the residencies its trips after the first do not repeat,
+    carrying the fills it pays once (``Cost.fills``).
+
+    A child that starts by bringing a tile of an operand the loop does not run along into a
+    cache (a residency, perhaps below copies of other operands: the fills of its cost) finds
+    it there on every trip after the first: the same data, still cached, since the step's
+    tiles fit the level together. So each such operand's fill is paid once, the largest any
+    child pays, and the loop's own cost carries it for the loops around. Without this, a
+    residency inside a loop cost its trips times as much as the same residency above the
+    loop, though the two write the same C (a residency writes none): 1024^3's program that
+    stores its register tile every 16 steps of k was priced 1.52 times the chosen one with
+    the residency of C's tile inside that loop, 1.09 with it above, and ran 0.995 of its time
+    (BENCHMARKS.md). The search offers the residency above the loop too, and the credit
+    leaves the residency inside one unit dearer than that: so the cheapest price of a Spec
+    and the tree the search picks stay as they were, and of two twins the one listed and
+    chosen is always the residency above (``kbest`` lists only those: ``takes_off``).
+
+    ``read_once`` are operands whose reads an unrolled loop already pays once
+    (``LoopAction.loaded_once``, which counts the same lines): they are not credited again.
+    """
+    along = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)} | set(read_once)
+    each = [(n, fills(c)) for n, c in zip(counts, costs, strict=True)]
+    if not any(f for _, f in each):
+        return total
+    kept = [0] * len(spec.operands)
+    credit = 0
+    for i in range(len(spec.operands)):
+        if i in along:
+            continue
+        paid = [(n, f[i]) for n, f in each if len(f) > i and f[i]]
+        if paid:
+            kept[i] = max(x for _, x in paid)
+            repeated = sum(n * x for n, x in paid) - kept[i]
+            if repeated > 0:
+                credit += repeated - 1
+    if not credit and not any(kept):
+        return total
+    if isinstance(total, Cost):
+        return Cost(total.base - credit, total.use, tuple(kept), credit)
+    return Cost(int(total) - credit, (), tuple(kept), credit)
 
 
 def iteration_points(spec: Spec, ctx: SynthesisContext) -> int:

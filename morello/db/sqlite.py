@@ -127,8 +127,9 @@ def default_db_path(target_name: str) -> Path:
 #: pays a strided walk's price for its lines; 6 = an unrolled loop pays once for the reads
 #: of inputs it does not run along; 7 = a loop across the runs of a tile few enough to be
 #: streams together pays no restarts; 8 = an input moved into a level small enough to fold
-#: pays its lines, not its copy kernel's instruction.
-SEARCH_REVISION: Final = 8
+#: pays its lines, not its copy kernel's instruction; 9 = a loop pays once for the residencies
+#: its steps start with, of operands it does not run along.
+SEARCH_REVISION: Final = 9
 
 
 def fingerprint(ctx: SynthesisContext) -> str:

@@ -25,7 +25,7 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, shift_views
-from morello.cost import combine, less_accesses
+from morello.cost import combine, less_accesses, loop_fills
 from morello.nodes.base import NodeBase
 from morello.nodes.loop import LoopAction
 
@@ -69,11 +69,14 @@ class InitLoopAction(NodeBase):
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """What the serial loop of the body would cost, with the first trip's body replaced by
-        the first step."""
+        the first step (residencies the steps start with paid once: ``cost.loop_fills``)."""
         loop = LoopAction(self.rule, self.var, self.step, self.trips, self.body, self.tail)
         counts = (1, self.trips - 1, 1)[: len(child_costs)]
         total = combine(spec, child_costs, loop.extra_cost(spec, ctx), ctx, counts)
-        return less_accesses(total, loop.loaded_once(spec, ctx), ctx)
+        total = less_accesses(total, loop.loaded_once(spec, ctx), ctx)
+        return loop_fills(
+            spec, self.var, counts, child_costs, total, ctx, loop.read_once(spec, ctx)
+        )
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:
         """The first step, a loop (or the steps repeated) over the rest, the tail.

@@ -5,7 +5,8 @@ loops: the latency of the dependency chains a reduction loop over register accum
 makes, the streams a loop across runs of a read-once operand starts again, and the streams
 it keeps from running concurrently when it takes them in long bursts (see
 ``CostCoefficients``); less the fills of a whole-Spec cache that trips after the first do not
-repeat (``morello.nodes.reside.loop_reuse``), and, in a loop written out unrolled, the reads
+repeat (``morello.nodes.reside.loop_reuse``) and the residencies its steps start with that they
+do not repeat (``morello.cost.loop_fills``), and, in a loop written out unrolled, the reads
 of inputs it does not run along after the first trip's (``LoopAction.loaded_once``). C: a
 ``for`` loop, or the body repeated when an operand the index runs along lives in registers
 (registers cannot be indexed); two such loops, a reduction around a loop over outputs, are
@@ -24,7 +25,14 @@ import attrs
 
 import morello.nodes.copy_ahead as ahead
 from morello.codegen.c import Lin, offset_step, shift_views
-from morello.cost import Cost, combine, iteration_points, less_accesses, lines_and_runs
+from morello.cost import (
+    Cost,
+    combine,
+    iteration_points,
+    less_accesses,
+    lines_and_runs,
+    loop_fills,
+)
 from morello.nodes.base import NodeBase
 from morello.nodes.reside import loop_reuse
 from morello.spec import Spec, memory_units
@@ -75,7 +83,8 @@ class LoopAction(NodeBase):
 
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """Trips times the body, the tail once, chain latency and what walking streams adds
-        (``extra_cost``), less the cache fills that later trips do not repeat.
+        (``extra_cost``), less the cache fills that later trips do not repeat (those of a
+        whole-Spec cache, and the residencies its steps start with: ``cost.loop_fills``).
 
         Where the target declares a ``chain`` resource, a reduction loop over register
         accumulators charges it the chain latency for each trip instead: every trip waits
@@ -87,15 +96,17 @@ class LoopAction(NodeBase):
         total = combine(spec, child_costs, self.extra_cost(spec, ctx), ctx, counts)
         total = less_accesses(total, self.loaded_once(spec, ctx), ctx)
         slot = _chain_slot(ctx)
-        if slot is None or not isinstance(total, Cost) or not self._is_chain(spec, ctx):
-            return total
-        latency = ctx.coefficients.chain_latency[spec.operands[-1].level.name]
-        use = list(total.use)
-        for count, child in zip(counts, child_costs, strict=True):
-            # A step with a reduction loop of its own already waits on these chains.
-            if not (isinstance(child, Cost) and child.use[slot] > 0):
-                use[slot] += count * latency
-        return Cost(total.base, tuple(use))
+        if slot is not None and isinstance(total, Cost) and self._is_chain(spec, ctx):
+            latency = ctx.coefficients.chain_latency[spec.operands[-1].level.name]
+            use = list(total.use)
+            for count, child in zip(counts, child_costs, strict=True):
+                # A step with a reduction loop of its own already waits on these chains.
+                if not (isinstance(child, Cost) and child.use and child.use[slot] > 0):
+                    use[slot] += count * latency
+            total = Cost(total.base, tuple(use))
+        return loop_fills(
+            spec, self.var, counts, child_costs, total, ctx, self.read_once(spec, ctx)
+        )
 
     def loaded_once(self, spec: Spec, ctx: SynthesisContext) -> list[tuple[int, TensorSpec]]:
         """The accesses that repeats of an unrolled loop's body do not make again: ``(times,
@@ -118,14 +129,18 @@ class LoopAction(NodeBase):
         repeats; only the tile's single read is taken off, never more than the body paid.)
         """
         repeats = self.trips - 1 + (self.tail is not None)
-        if not repeats:
+        return [(repeats, self.body.operands[i]) for i in self.read_once(spec, ctx)]
+
+    def read_once(self, spec: Spec, ctx: SynthesisContext) -> list[int]:
+        """The operands whose reads ``loaded_once`` takes off the repeats (their positions)."""
+        if self.trips - 1 + (self.tail is not None) == 0:
             return []
         uses = ctx.ruleset.ops[spec.op].operands_using(self.var)
         if not any(spec.operands[i].level.counts_registers for i, _ in uses):
             return []
         along = {i for i, _ in uses}
         return [
-            (repeats, self.body.operands[i])
+            i
             for i, whole in enumerate(spec.operands[:-1])
             if i not in along and not whole.level.counts_registers
         ]

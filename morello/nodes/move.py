@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from morello.codegen.c import Lin, View, on_heap
-from morello.cost import access_cost, combine, iteration_points, operand_lines
+from morello.cost import (
+    access_cost,
+    combine,
+    fills,
+    iteration_points,
+    operand_lines,
+    with_fills,
+)
 from morello.nodes.base import Copy, NodeBase, max_peaks
 from morello.spec import Spec, TensorSpec, add_peak, memory_units
 
@@ -66,17 +73,26 @@ class MoveAction(NodeBase):
     def cost(self, spec: Spec, child_costs: Sequence[int], ctx: SynthesisContext) -> int:
         """A new buffer: its copies (already priced by their kernels). A cache: the lines.
 
+        Either carries the residencies at the top of its body (``Cost.fills``), and a cache
+        adds its own, so that a loop around pays them once (``cost.loop_fills``).
+
         An input small enough to fold (``MemoryLevel.folds``) is read by the instructions of
         the kernels that use it, not loaded by one of its own: its copy costs only the lines
         it touches at both levels, as a cache residency does, not its kernel's instruction.
         """
         src = spec.operands[self.operand]
+        got = list(fills(child_costs[0 if self.prologue is None else 1]))
+        got += [0] * (len(spec.operands) - len(got))
         if not self.new_buffer:
             lines = access_cost(src, ctx) + access_cost(self.dest, ctx)
-            return combine(spec, child_costs, lines, ctx)
+            got[self.operand] += lines
+            return with_fills(combine(spec, child_costs, lines, ctx), got)
+        got[self.operand] = 0  # the body's residencies of this operand are of the new buffer
         if self.folds():
-            return combine(spec, [operand_lines((src, self.dest), ctx), *child_costs[1:]], 0, ctx)
-        return combine(spec, child_costs, 0, ctx)
+            total = combine(spec, [operand_lines((src, self.dest), ctx), *child_costs[1:]], 0, ctx)
+        else:
+            total = combine(spec, child_costs, 0, ctx)
+        return with_fills(total, got)
 
     def folds(self) -> bool:
         """Whether this is a copy of an input into a level small enough to fold into the

@@ -20,7 +20,9 @@ Two oracles, both exact, for Specs of different sizes:
   cost or peak grows (true of the affine model: loops multiply by a positive trip count,
   blocks and moves add, peaks take maxima and add; with execution resources a cost is
   compared part by part, base and each resource's use, which every node adds or bounds by
-  their most, so the same holds of each part), and unlike a bare "min over actions of the
+  their most, so the same holds of each part; and the fills of residencies a loop around
+  pays once, ``cost.loop_fills``, are parts too, negated, since a larger fill costs that
+  loop less), and unlike a bare "min over actions of the
   children's minima" it does not trust the rules to enforce memory limits: a tree counts only
   if every node's peaks are within its Spec's limits, which is checked here.
 
@@ -177,9 +179,12 @@ class _Point:
 
 
 def _parts(cost: int) -> tuple[int, ...]:
-    """A cost as its base then each resource's use (``morello.cost.Cost``); a plain int is
-    all base."""
-    return (cost.base, *cost.use) if isinstance(cost, Cost) else (int(cost),)
+    """A cost as its base then each resource's use (``morello.cost.Cost``), then its fills
+    negated (a loop around takes more off for larger ones); a plain int is all base. The
+    trees of one Spec have resource uses alike (all or none), so the parts line up."""
+    if not isinstance(cost, Cost):
+        return (int(cost),)
+    return (cost.base, *cost.use, *(-f for f in cost.fills))
 
 
 def _dominates(a: _Point, b: _Point) -> bool:

@@ -15,8 +15,12 @@ child's rank raised by one), asking that child for its next Impl in turn. This i
 because every node's cost and peaks never decrease when a child's do (loops multiply by a
 positive trip count, blocks and moves add, peaks take maxima and add), the same property
 ``exhaustive.py`` relies on. A derivation whose peaks exceed its Spec's limits is passed
-over (its neighbours are still explored). Ties break as in the DP: lower peaks (fastest
-level first), then the action's position, then the children's ranks.
+over (its neighbours are still explored), and so is one where a loop takes off a residency
+its trips repeat (``cost.takes_off``): the same residency above the loop is another tree of
+the same C and cost, and listing only that one keeps the order exact, since the loop's
+credit is the one thing that can make a node cheaper when a child grows dearer (a child
+with a larger fill). Ties break as in the DP: lower peaks (fastest level first), then the
+action's position, then the children's ranks.
 
 The k cheapest derivations are distinct Impl trees, but two trees may print the same C (a
 cache residency writes no code, so moving a tile into L1 or not is the same program);
@@ -35,7 +39,7 @@ from typing import Any
 import attrs
 
 from morello.context import SynthesisContext
-from morello.cost import action_cost, action_peaks, work
+from morello.cost import action_cost, action_peaks, fills, takes_off, work
 from morello.impl import Action, Impl
 from morello.search.exhaustive import fits
 from morello.search.expand import spec_actions
@@ -61,6 +65,7 @@ class _Node:
         self.heap: list[tuple[_Key, int, tuple[int, ...], _Derivation]] = []
         self.seen: set[tuple[int, tuple[int, ...]]] = set()
         self.found: list[_Derivation] = []
+        self.kinds: set[tuple[int, tuple[int, ...]]] = set()  # (cost, fills) found, if distinct
         self.last: tuple[int, tuple[int, ...]] | None = None  # popped, neighbours not pushed
 
 
@@ -69,7 +74,8 @@ class KBest:
 
     ``memo`` is the DP's memo table (or dict); the cheapest Impl of every Spec comes from it,
     solving what it lacks. With ``distinct_costs``, a Spec lists one Impl per cost (the
-    first in the tie-break order): the ``k``-th is the cheapest Impl of the ``k``-th cheapest
+    first in the tie-break order; one per cost and residencies at its top, ``Cost.fills``,
+    which a loop around credits): the ``k``-th is the cheapest Impl of the ``k``-th cheapest
     cost. That is exact too, since a node's cost depends only on its children's costs, and
     it skips the many trees that differ only where the model sees no difference (a loop of
     stores split in two nested loops, say).
@@ -190,10 +196,16 @@ class KBest:
                 return None
             _, index, ranks, d = heapq.heappop(node.heap)
             node.last = (index, ranks)
-            if not fits(spec, d.peaks):
+            if not fits(spec, d.peaks) or takes_off(d.cost):
                 continue
-            if self.distinct_costs and node.found and node.found[-1].cost == d.cost:
-                continue
+            if self.distinct_costs:
+                # One tree per cost, and per residencies at its top: a loop around pays
+                # those once (``cost.loop_fills``), so two trees of one value can cost a
+                # parent differently.
+                kind = (int(d.cost), fills(d.cost))
+                if kind in node.kinds:
+                    continue
+                node.kinds.add(kind)
             node.found.append(d)
         return node.found[k]
 
