@@ -176,7 +176,7 @@ def work(cost: int) -> int:
 
 def takes_off(cost: int) -> bool:
     """Whether a loop took residencies it repeats off ``cost`` at its node (``loop_fills``):
-    a tree whose residency could stand above that loop instead, at the same cost."""
+    a tree whose residency could stand above that loop instead, one unit cheaper."""
     return isinstance(cost, Cost) and cost.taken > 0
 
 

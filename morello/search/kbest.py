@@ -17,10 +17,10 @@ positive trip count, blocks and moves add, peaks take maxima and add), the same 
 ``exhaustive.py`` relies on. A derivation whose peaks exceed its Spec's limits is passed
 over (its neighbours are still explored), and so is one where a loop takes off a residency
 its trips repeat (``cost.takes_off``): the same residency above the loop is another tree of
-the same C and cost, and listing only that one keeps the order exact, since the loop's
-credit is the one thing that can make a node cheaper when a child grows dearer (a child
-with a larger fill). Ties break as in the DP: lower peaks (fastest level first), then the
-action's position, then the children's ranks.
+the same C, one unit cheaper, and listing only that one keeps the order exact, since the
+loop's credit is the one thing that can make a node cheaper when a child grows dearer (a
+child with a larger fill). Ties break as in the DP: lower peaks (fastest level first), then
+the action's position, then the children's ranks.
 
 The k cheapest derivations are distinct Impl trees, but two trees may print the same C (a
 cache residency writes no code, so moving a tile into L1 or not is the same program);
