@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from morello.spec import Spec, TensorSpec
@@ -228,7 +228,7 @@ def loop_fills(
     costs: Sequence[int],
     total: int,
     ctx: SynthesisContext,
-    read_once: Sequence[int] = (),
+    read_once: Callable[[], Sequence[int]] | None = None,
 ) -> int:
     """``total``, a loop's cost over index ``var`` with children costing ``costs`` run
     ``counts`` times each, less the residencies its trips after the first do not repeat,
@@ -248,13 +248,16 @@ def loop_fills(
     and the tree the search picks stay as they were, and of two twins the one listed and
     chosen is always the residency above (``kbest`` lists only those: ``takes_off``).
 
-    ``read_once`` are operands whose reads an unrolled loop already pays once
-    (``LoopAction.loaded_once``, which counts the same lines): they are not credited again.
+    ``read_once``, asked only when a child carries fills, gives the operands whose reads an
+    unrolled loop already pays once (``LoopAction.loaded_once``, which counts the same
+    lines): they are not credited again.
     """
-    along = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)} | set(read_once)
     each = [(n, fills(c)) for n, c in zip(counts, costs, strict=True)]
-    if not any(f for _, f in each):
+    if not any(f for _, f in each):  # on the search's hot path: usually none
         return total
+    along = {i for i, _ in ctx.ruleset.ops[spec.op].operands_using(var)}
+    if read_once is not None:
+        along.update(read_once())
     kept = [0] * len(spec.operands)
     credit = 0
     for i in range(len(spec.operands)):

@@ -75,7 +75,7 @@ class InitLoopAction(NodeBase):
         total = combine(spec, child_costs, loop.extra_cost(spec, ctx), ctx, counts)
         total = less_accesses(total, loop.loaded_once(spec, ctx), ctx)
         return loop_fills(
-            spec, self.var, counts, child_costs, total, ctx, loop.read_once(spec, ctx)
+            spec, self.var, counts, child_costs, total, ctx, lambda: loop.read_once(spec, ctx)
         )
 
     def emit(self, em: Emitter, impl: Impl, views: list[View]) -> None:

@@ -105,7 +105,7 @@ class LoopAction(NodeBase):
                     use[slot] += count * latency
             total = Cost(total.base, tuple(use))
         return loop_fills(
-            spec, self.var, counts, child_costs, total, ctx, self.read_once(spec, ctx)
+            spec, self.var, counts, child_costs, total, ctx, lambda: self.read_once(spec, ctx)
         )
 
     def loaded_once(self, spec: Spec, ctx: SynthesisContext) -> list[tuple[int, TensorSpec]]:

@@ -81,18 +81,20 @@ class MoveAction(NodeBase):
         it touches at both levels, as a cache residency does, not its kernel's instruction.
         """
         src = spec.operands[self.operand]
-        got = list(fills(child_costs[0 if self.prologue is None else 1]))
-        got += [0] * (len(spec.operands) - len(got))
+        inner = fills(child_costs[0 if self.prologue is None else 1])
         if not self.new_buffer:
             lines = access_cost(src, ctx) + access_cost(self.dest, ctx)
+            got = [*inner, *(0,) * (len(spec.operands) - len(inner))]
             got[self.operand] += lines
             return with_fills(combine(spec, child_costs, lines, ctx), got)
-        got[self.operand] = 0  # the body's residencies of this operand are of the new buffer
         if self.folds():
             total = combine(spec, [operand_lines((src, self.dest), ctx), *child_costs[1:]], 0, ctx)
         else:
             total = combine(spec, child_costs, 0, ctx)
-        return with_fills(total, got)
+        if not inner:  # on the search's hot path: usually none
+            return total
+        # The body's residencies of this operand are of the new buffer.
+        return with_fills(total, [0 if i == self.operand else f for i, f in enumerate(inner)])
 
     def folds(self) -> bool:
         """Whether this is a copy of an input into a level small enough to fold into the
