@@ -15,12 +15,17 @@ child's rank raised by one), asking that child for its next Impl in turn. This i
 because every node's cost and peaks never decrease when a child's do (loops multiply by a
 positive trip count, blocks and moves add, peaks take maxima and add), the same property
 ``exhaustive.py`` relies on. A derivation whose peaks exceed its Spec's limits is passed
-over (its neighbours are still explored), and so is one where a loop takes off a residency
-its trips repeat (``cost.takes_off``): the same residency above the loop is another tree of
-the same C, one unit cheaper, and listing only that one keeps the order exact, since the
-loop's credit is the one thing that can make a node cheaper when a child grows dearer (a
-child with a larger fill). Ties break as in the DP: lower peaks (fastest level first), then
-the action's position, then the children's ranks.
+over (its neighbours are still explored). A loop that would take off a residency its trips
+repeat (``cost.loop_fills``) is priced here without that credit (``listed_cost``): the
+credit is the one thing that can make a node cheaper when a child grows dearer (a child with
+a larger fill), which the order above cannot follow. Without it every tree keeps the value
+of its parts, and a tree that the credit would price lower has a twin, its residency above
+the loop, of the same C and the credited price less one unit, which the list holds before
+it (``distinct_programs`` then keeps the twin's text once). Passing over such trees instead
+(stop 78) kept the order too, but a loop whose every cheap body starts with a residency had
+to dig through its body's whole list for one that does not: the calibration's 8x256x256
+product spent minutes there. Ties break as in the DP: lower peaks (fastest level first),
+then the action's position, then the children's ranks.
 
 The k cheapest derivations are distinct Impl trees, but two trees may print the same C (a
 cache residency writes no code, so moving a tile into L1 or not is the same program);
@@ -39,7 +44,7 @@ from typing import Any
 import attrs
 
 from morello.context import SynthesisContext
-from morello.cost import action_cost, action_peaks, fills, takes_off, work
+from morello.cost import action_cost, action_peaks, takes_off, with_fills, work
 from morello.impl import Action, Impl
 from morello.search.exhaustive import fits
 from morello.search.expand import spec_actions
@@ -65,7 +70,7 @@ class _Node:
         self.heap: list[tuple[_Key, int, tuple[int, ...], _Derivation]] = []
         self.seen: set[tuple[int, tuple[int, ...]]] = set()
         self.found: list[_Derivation] = []
-        self.kinds: set[tuple[int, tuple[int, ...]]] = set()  # (cost, fills) found, if distinct
+        self.kinds: set[int] = set()  # costs found, if distinct_costs
         self.last: tuple[int, tuple[int, ...]] | None = None  # popped, neighbours not pushed
 
 
@@ -112,7 +117,9 @@ class KBest:
                 sub = self.impl(child, r)
                 assert sub is not None, (child, r)
                 children.append(sub)
-            got = Impl(spec, d.action, tuple(children), d.cost, d.peaks)
+            # The model's cost, credit and all (the list's order used ``listed_cost``).
+            cost = action_cost(spec, d.action, [c.cost for c in children], self.ctx)
+            got = Impl(spec, d.action, tuple(children), cost, d.peaks)
             self._impls[(spec, k)] = got
         return got
 
@@ -178,7 +185,7 @@ class KBest:
         d = _Derivation(
             action,
             ranks,
-            action_cost(spec, action, costs, self.ctx),
+            listed_cost(spec, action, costs, self.ctx),
             action_peaks(spec, action, peaks, self.ctx),
         )
         key = (d.cost, work(d.cost), tuple(reversed(d.peaks)), index, ranks)
@@ -196,18 +203,27 @@ class KBest:
                 return None
             _, index, ranks, d = heapq.heappop(node.heap)
             node.last = (index, ranks)
-            if not fits(spec, d.peaks) or takes_off(d.cost):
+            if not fits(spec, d.peaks):
                 continue
             if self.distinct_costs:
-                # One tree per cost, and per residencies at its top: a loop around pays
-                # those once (``cost.loop_fills``), so two trees of one value can cost a
-                # parent differently.
-                kind = (int(d.cost), fills(d.cost))
-                if kind in node.kinds:
+                # One tree per cost: without the loops' credit (``listed_cost``) the
+                # residencies at a tree's top do not change what a parent costs.
+                if int(d.cost) in node.kinds:
                     continue
-                node.kinds.add(kind)
+                node.kinds.add(int(d.cost))
             node.found.append(d)
         return node.found[k]
+
+
+def listed_cost(spec: Spec, action: Action, costs: list[int], ctx: SynthesisContext) -> int:
+    """What ``KBest`` lists a derivation at: the model's cost (``action_cost``), but where a
+    loop would take off a residency its trips repeat (``cost.takes_off``), the cost without
+    that credit (the children's fills left out), so that a node never costs less when a
+    child costs more."""
+    cost = action_cost(spec, action, costs, ctx)
+    if takes_off(cost):
+        cost = action_cost(spec, action, [with_fills(c, ()) for c in costs], ctx)
+    return cost
 
 
 def distinct_programs(
