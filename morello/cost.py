@@ -176,7 +176,8 @@ def work(cost: int) -> int:
 
 def takes_off(cost: int) -> bool:
     """Whether a loop took residencies it repeats off ``cost`` at its node (``loop_fills``):
-    a tree whose residency could stand above that loop instead, one unit cheaper."""
+    a tree whose residency could stand above that loop instead, one unit cheaper (``KBest``
+    orders such a tree by its cost without the credit: ``kbest.listed_cost``)."""
     return isinstance(cost, Cost) and cost.taken > 0
 
 
@@ -246,7 +247,8 @@ def loop_fills(
     (BENCHMARKS.md). The search offers the residency above the loop too, and the credit
     leaves the residency inside one unit dearer than that: so the cheapest price of a Spec
     and the tree the search picks stay as they were, and of two twins the one listed and
-    chosen is always the residency above (``kbest`` lists only those: ``takes_off``).
+    chosen is always the residency above (``kbest`` orders its lists by the cost without the
+    credit, ``kbest.listed_cost``, which puts that twin first).
 
     ``read_once``, asked only when a child carries fills, gives the operands whose reads an
     unrolled loop already pays once (``LoopAction.loaded_once``, which counts the same

@@ -78,10 +78,10 @@ class KBest:
     """The cheapest Impls of any Spec, in order of cost, computed as they are asked for.
 
     ``memo`` is the DP's memo table (or dict); the cheapest Impl of every Spec comes from it,
-    solving what it lacks. With ``distinct_costs``, a Spec lists one Impl per cost (the
-    first in the tie-break order; one per cost and residencies at its top, ``Cost.fills``,
-    which a loop around credits): the ``k``-th is the cheapest Impl of the ``k``-th cheapest
-    cost. That is exact too, since a node's cost depends only on its children's costs, and
+    solving what it lacks. With ``distinct_costs``, a Spec lists one Impl per cost as the
+    list orders them (``listed_cost``; the first in the tie-break order): the ``k``-th is
+    the cheapest Impl of the ``k``-th cheapest cost. That is exact too, since a node's
+    listed cost depends only on its children's listed costs, and
     it skips the many trees that differ only where the model sees no difference (a loop of
     stores split in two nested loops, say).
     """
