@@ -41,6 +41,7 @@ from morello.context import make_context  # noqa: E402
 from morello.errors import MorelloError  # noqa: E402
 from morello.impl import Impl  # noqa: E402
 from morello.lang.spec_file import build_program, parse_spec_file  # noqa: E402
+from morello.nodes import ResideAction  # noqa: E402
 from morello.search.expand import spec_actions  # noqa: E402
 from morello.target import CostCoefficients  # noqa: E402
 
@@ -97,6 +98,10 @@ def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
     """The Impl tree that ``text`` (``format_impl``'s lines, as ``fidelity --trees`` stores
     them) describes for ``spec``, its costs and peaks computed under ``ctx``: at each Spec, the
     offered action whose description is the line's, its children the lines indented below.
+    Where a Spec's only action is a residency in a cache that holds whole Specs and the line
+    names another, the residency is taken and the line applies to the Spec below it: so trees
+    timed under a target are judged under the same target with such a cache added (a
+    ``whole_specs`` L2 in a plugin copy on ``PYTHONPATH``) without timing them again.
 
     Raises:
         ValueError: a line names no action offered there, or its children do not match.
@@ -115,17 +120,32 @@ def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
 
     def build(spec: Spec, node: tuple[str, list[Any]]) -> Impl:
         text, kids = node
-        action = next((a for a in spec_actions(spec, ctx) if a.describe() == text), None)
-        if action is None:
-            raise ValueError(f"no action at {spec.describe()} is {text!r}")
-        if len(action.children) != len(kids):
-            raise ValueError(f"{text!r} has {len(action.children)} children, the tree {len(kids)}")
-        children = tuple(build(c, k) for c, k in zip(action.children, kids, strict=True))
+        offered = spec_actions(spec, ctx)
+        action = next((a for a in offered if a.describe() == text), None)
+        if action is None and _forced_residency(offered):
+            # A tree made under a target without this cache: the residency is the Spec's only
+            # action, and the tree's line applies to the resident Spec below it.
+            action = offered[0]
+            children: tuple[Impl, ...] = (build(action.children[0], node),)
+        else:
+            if action is None:
+                raise ValueError(f"no action at {spec.describe()} is {text!r}")
+            if len(action.children) != len(kids):
+                raise ValueError(
+                    f"{text!r} has {len(action.children)} children, the tree {len(kids)}"
+                )
+            children = tuple(build(c, k) for c, k in zip(action.children, kids, strict=True))
         cost = action.cost(spec, [c.cost for c in children], ctx)
         peaks = action.peaks(spec, [c.peaks for c in children], ctx)
         return Impl(spec, action, children, cost, peaks)
 
     return build(spec, nodes[0])
+
+
+def _forced_residency(offered: Sequence[Any]) -> bool:
+    """Whether the only action offered is a residency in a cache that holds whole Specs
+    (``ResideAction``, forced: the Spec has no other)."""
+    return len(offered) == 1 and isinstance(offered[0], ResideAction)
 
 
 def report_program(report: dict[str, Any], ctx: SynthesisContext) -> Program:

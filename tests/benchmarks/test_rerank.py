@@ -106,3 +106,35 @@ def test_a_tree_that_does_not_replay_is_refused(
     assert benchmark_script("rerank").main([str(report_with_trees)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rerank: f: no action at ") and err.count("\n") == 1
+
+
+@pytest.mark.target("zen1")
+def test_trees_replay_under_a_target_with_a_whole_spec_cache(
+    benchmark_script: Callable[[str], ModuleType], report_with_trees: Path
+) -> None:
+    # zen1's trees under zen1 with an L2 that holds the whole product: each replayed tree
+    # starts with the forced residency, and below it is the tree as timed.
+    from zen1_l2 import Zen1L2
+
+    from morello.cli import format_impl
+    from morello.nodes import ResideAction
+    from morello.plugins import Plugins
+
+    rerank = benchmark_script("rerank")
+    data = json.loads(report_with_trees.read_text())
+    l2ctx = make_context("zen1_l2", Plugins(modules=[Zen1L2()]), [], None)
+    spec = rerank.report_program(data, l2ctx).spec
+    for p in data["programs"]:
+        impl = rerank.replay(p["impl"], spec, l2ctx)
+        assert isinstance(impl.action, ResideAction)
+        (body,) = impl.children
+        assert _lines(format_impl(body, l2ctx)) == _lines(p["impl"])
+    # Without the cache the same trees replay with no residency.
+    zen1 = make_context("zen1")
+    plain = rerank.replay(data["programs"][0]["impl"], rerank.report_program(data, zen1).spec, zen1)
+    assert not any(isinstance(i.action, ResideAction) for i in plain.walk())
+
+
+def _lines(tree: str) -> list[str]:
+    """A tree's lines without the figures ``format_impl`` puts after each action."""
+    return [line.split("  | ")[0] for line in tree.splitlines()]

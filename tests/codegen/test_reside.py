@@ -1,10 +1,10 @@
 """Residency in a cache the hardware fills by itself (``MemoryLevel.whole_specs``).
 
-zen1 with a small L2 of that kind (a plugin in this module): a Spec whose main-memory
-operands fit there together is resident (one forced ``reside`` action), nothing is moved
-into the L2 one operand at a time, a loop of resident steps fills the operands it does not
-move along once, the DP still equals enumeration, and the C it makes computes the right
-answer.
+zen1 with a small L2 of that kind (the plugin of ``tests/zen1_l2.py``): a Spec whose
+main-memory operands fit there together is resident (one forced ``reside`` action), nothing
+is moved into the L2 one operand at a time, a loop of resident steps fills the operands it
+does not move along once, the DP still equals enumeration, and the C it makes computes the
+right answer.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 import attrs
 import pytest
 from spec_library import compile_spec_text
+from zen1_l2 import L2_BYTES
+from zen1_l2 import Zen1L2 as _Zen1L2
 
 from morello import CostCoefficients, hookimpl
 from morello.codegen import harness
@@ -28,32 +30,6 @@ from morello.search.exhaustive import exhaustive_search, impl_problems
 from morello.search.solve import synthesize
 from morello.spec import Spec
 from morello.target import MemoryLevel, Target
-
-L2_BYTES = 4096  # 64 lines: small products fit, 16^3 does not
-
-
-class _Zen1L2:
-    """zen1 with an L2 of ``L2_BYTES`` that holds whole Specs (a plugin)."""
-
-    @hookimpl
-    def morello_targets(self) -> list[Target]:
-        from morello_targets.zen1 import ZEN1
-
-        l2 = MemoryLevel(
-            name="L2", capacity=L2_BYTES, addressed=False, whole_specs=True, moves_to=("L1",)
-        )
-        gl, *rest = (lv for lv in ZEN1.levels if lv.name != "L2")  # zen1's own L2 replaced
-        gl = attrs.evolve(gl, moves_to=(*(m for m in gl.moves_to if m != "L2"), "L2"))
-        return [attrs.evolve(ZEN1, name="zen1_l2", levels=(gl, l2, *rest))]
-
-    @hookimpl
-    def morello_cost_coefficients(self, target: Target) -> CostCoefficients | None:
-        from morello_targets.zen1 import ZEN1, morello_cost_coefficients
-
-        if target.name != "zen1_l2":
-            return None
-        base = morello_cost_coefficients(ZEN1)
-        return attrs.evolve(base, level_hit={**base.level_hit, "L2": 6})
 
 
 @pytest.fixture(scope="module")
