@@ -808,6 +808,11 @@ target's default coefficients for every command on this machine (MORELLO_CALIBRA
 ignores it; delete the file to go back). The memo table keys its answers by the
 coefficients, so answers found under other coefficients are not mixed in. --show prints the
 coefficients in use and where they come from, and measures nothing.
+
+The report also says how much a program's rounds spread (its slowest over its fastest, the
+median over the programs). Above 10% the machine was busy while it timed them: a run at a
+quieter time may fit coefficients several percent apart (those the times barely tell
+apart), though the two fits rank programs alike.
 """
 
 
@@ -974,7 +979,7 @@ def _calibrate_main(argv: Sequence[str]) -> int:
                 print("\n".join(_coefficients_text(coeffs)))
             return ExitCode.OK
         from morello.codegen.bench import require_native
-        from morello.codegen.calibrate import calibrate
+        from morello.codegen.calibrate import BUSY_SPREAD, calibrate
 
         require_native(target, "calibrate")
         # Fit from the plugin's own coefficients, not from an earlier calibration.
@@ -1018,6 +1023,16 @@ def _calibrate_main(argv: Sequence[str]) -> int:
         print(
             f"  {report['refined']} programs the fit would choose were timed and fitted too "
             "(refinement)"
+        )
+        spread = report["round_spread"]
+        print(
+            f"  a program's slowest round was {spread:.0%} slower than its fastest (median)"
+            + (
+                ": the machine was busy, and a run at a quieter time may fit coefficients "
+                "several percent apart"
+                if spread > BUSY_SPREAD
+                else ""
+            )
         )
         print("fitted coefficients (picoseconds):")
         print("\n".join(_coefficients_text(report["coefficients"])))

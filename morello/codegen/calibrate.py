@@ -120,6 +120,22 @@ def quiet_time(rounds: Sequence[float]) -> float:
     return min(rounds)
 
 
+#: The ``round_spread`` above which ``calibrate`` warns that a second run may fit otherwise.
+#: Quiet, a Zen 4's programs spread by a few percent and two runs' coefficients all fell
+#: within 4% of each other; at a busier hour, with programs spread by 20-24%, 6 of 12 did
+#: (BENCHMARKS.md, "Repeatability on a quiet machine" and "`calibrate` twice").
+BUSY_SPREAD = 0.10
+
+
+def round_spread(rounds_of: Sequence[Sequence[float]]) -> float:
+    """How much the machine moved while the programs were timed: each program's slowest
+    round over its fastest, less 1, the median over the programs (0 with fewer than two
+    rounds). Other work on a shared machine slows programs unevenly, and the fit follows
+    the fastest rounds only as far as they agree."""
+    spreads = [max(r) / min(r) - 1 for r in rounds_of if len(r) >= 2 and min(r) > 0]
+    return statistics.median(spreads) if spreads else 0.0
+
+
 def calibrate(
     ctx: SynthesisContext,
     memo: Memo | None,
@@ -141,9 +157,10 @@ def calibrate(
     ``after`` (fit statistics of the target's coefficients and of the fitted ones on the
     same programs, with ``mean_tau``: Kendall's tau between predicted and measured time
     within each function, averaged), ``programs`` and ``functions`` (how many),
-    ``seconds`` (wall time), ``refined`` (how many programs the refinement added) and
-    ``detail`` (per program: function, rank (its place in the pool: the refinement's
-    programs come after the first pool's), measured seconds (``quiet_time`` of its rounds),
+    ``seconds`` (wall time), ``refined`` (how many programs the refinement added),
+    ``round_spread`` (``round_spread`` of every program's rounds) and ``detail`` (per
+    program: function, rank (its place in the pool: the refinement's programs come after
+    the first pool's), measured seconds (``quiet_time`` of its rounds),
     the seconds predicted before and after the fit, its feature row over ``names``, the
     fitted parameters, ``rounds``, its time in each round (the median of the round's 3
     batches), ``round_lows``, each round's fastest batch, and ``refinement``, the pass
@@ -283,6 +300,7 @@ def calibrate(
         "functions": len(pools),
         "programs": len(rows),
         "refined": refined,
+        "round_spread": round_spread(rounds_of),
         "seconds": time.perf_counter() - start,
         "names": names,
         "detail": detail,

@@ -92,6 +92,9 @@ def test_calibrate_fits_a_small_set(ctx: SynthesisContext, monkeypatch: pytest.M
             assert all(lo <= t for lo, t in zip(d["round_lows"], d["rounds"], strict=True))
     # The refinement's programs, if the fit chose any not timed, are marked and counted.
     assert report["refined"] == sum(d["refinement"] > 0 for d in report["detail"])
+    # How much the machine moved between the rounds, from the rounds in the report.
+    spread = calibrate_mod.round_spread([d["rounds"] for d in report["detail"]])
+    assert report["round_spread"] == spread >= 0
     for key in ("before", "after"):
         assert report[key]["chosen_over_fastest"] >= 1.0
 
@@ -160,6 +163,33 @@ def test_cli_calibrate_writes_the_file_that_show_reads(
     assert shown["calibrated"] is True
     assert shown["source"] == str(path)
     assert shown["coefficients"] == doc["coefficients"]
+
+
+def test_round_spread() -> None:
+    # Each program's slowest round over its fastest, less 1; the median over the programs.
+    assert calibrate_mod.round_spread([[1.0, 1.2], [2.0, 2.1, 2.0], [4.0, 4.2]]) == pytest.approx(
+        0.05
+    )
+    assert calibrate_mod.round_spread([[1.0], [2.0]]) == 0.0  # one round: nothing to compare
+    assert calibrate_mod.round_spread([]) == 0.0
+
+
+@pytest.mark.runs_code
+@pytest.mark.times_code
+@pytest.mark.target("zen1")
+def test_cli_calibrate_says_how_busy_the_machine_was(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setattr(calibrate_mod, "TRAINING", _SMALL[:1])
+    monkeypatch.setattr(calibrate_mod, "BUSY_SPREAD", -1.0)  # any spread counts as busy
+    code = main(["calibrate", "-t", "zen1", "--no-db", "--rounds", "2",
+                 "--per-function", "2", "--dry-run"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == ExitCode.OK, err
+    line = next(s for s in out.splitlines() if "slowest round was" in s)
+    assert "slower than its fastest (median): the machine was busy" in line
+    assert "not written (--dry-run)" in out
 
 
 def test_cli_calibrate_show_defaults(
