@@ -812,7 +812,7 @@ coefficients in use and where they come from, and measures nothing.
 The report also says how much a program's rounds spread (its slowest over its fastest, the
 median over the programs). Above 10% the machine was busy while it timed them: a run at a
 quieter time may fit coefficients several percent apart (those the times barely tell
-apart), though the two fits rank programs alike.
+apart); the two busy runs compared in BENCHMARKS.md still ranked programs alike.
 """
 
 
