@@ -41,8 +41,7 @@ from morello.context import make_context  # noqa: E402
 from morello.errors import MorelloError  # noqa: E402
 from morello.impl import Impl  # noqa: E402
 from morello.lang.spec_file import build_program, parse_spec_file  # noqa: E402
-from morello.nodes import ResideAction  # noqa: E402
-from morello.search.expand import spec_actions  # noqa: E402
+from morello.search.expand import only_forced, spec_actions, under_forced  # noqa: E402
 from morello.target import CostCoefficients  # noqa: E402
 
 if TYPE_CHECKING:
@@ -120,32 +119,21 @@ def replay(text: str, spec: Spec, ctx: SynthesisContext) -> Impl:
 
     def build(spec: Spec, node: tuple[str, list[Any]]) -> Impl:
         text, kids = node
-        offered = spec_actions(spec, ctx)
-        action = next((a for a in offered if a.describe() == text), None)
-        if action is None and _forced_residency(offered):
+        action = next((a for a in spec_actions(spec, ctx) if a.describe() == text), None)
+        if action is None and only_forced(spec, ctx) is not None:
             # A tree made under a target without this cache: the residency is the Spec's only
             # action, and the tree's line applies to the resident Spec below it.
-            action = offered[0]
-            children: tuple[Impl, ...] = (build(action.children[0], node),)
-        else:
-            if action is None:
-                raise ValueError(f"no action at {spec.describe()} is {text!r}")
-            if len(action.children) != len(kids):
-                raise ValueError(
-                    f"{text!r} has {len(action.children)} children, the tree {len(kids)}"
-                )
-            children = tuple(build(c, k) for c, k in zip(action.children, kids, strict=True))
+            return under_forced(spec, ctx, lambda below: build(below, node))
+        if action is None:
+            raise ValueError(f"no action at {spec.describe()} is {text!r}")
+        if len(action.children) != len(kids):
+            raise ValueError(f"{text!r} has {len(action.children)} children, the tree {len(kids)}")
+        children = tuple(build(c, k) for c, k in zip(action.children, kids, strict=True))
         cost = action.cost(spec, [c.cost for c in children], ctx)
         peaks = action.peaks(spec, [c.peaks for c in children], ctx)
         return Impl(spec, action, children, cost, peaks)
 
     return build(spec, nodes[0])
-
-
-def _forced_residency(offered: Sequence[Any]) -> bool:
-    """Whether the only action offered is a residency in a cache that holds whole Specs
-    (``ResideAction``, forced: the Spec has no other)."""
-    return len(offered) == 1 and isinstance(offered[0], ResideAction)
 
 
 def report_program(report: dict[str, Any], ctx: SynthesisContext) -> Program:

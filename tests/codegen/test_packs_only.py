@@ -12,8 +12,9 @@ from pathlib import Path
 
 import attrs
 import pytest
+from zen1_l2 import Zen1L2
 
-from morello import CostCoefficients, hookimpl
+from morello import hookimpl
 from morello.codegen import harness
 from morello.codegen.compile import compile_shared
 from morello.codegen.header import lower_to_c
@@ -32,8 +33,10 @@ L1_BYTES = 512  # 8 lines
 L2_BYTES = 4096  # 64 lines
 
 
-class _Zen1PackedL2:
+class _Zen1PackedL2(Zen1L2):
     """zen1 with an L1 of ``L1_BYTES`` and an L2 of ``L2_BYTES`` that only packs (a plugin)."""
+
+    name = "zen1_packed_l2"
 
     @hookimpl
     def morello_targets(self) -> list[Target]:
@@ -50,16 +53,7 @@ class _Zen1PackedL2:
         gl, *rest = ZEN1.levels
         gl = attrs.evolve(gl, moves_to=("L2", *gl.moves_to))
         rest = [attrs.evolve(lv, capacity=L1_BYTES) if lv.name == "L1" else lv for lv in rest]
-        return [attrs.evolve(ZEN1, name="zen1_packed_l2", levels=(gl, l2, *rest))]
-
-    @hookimpl
-    def morello_cost_coefficients(self, target: Target) -> CostCoefficients | None:
-        from morello_targets.zen1 import ZEN1, morello_cost_coefficients
-
-        if target.name != "zen1_packed_l2":
-            return None
-        base = morello_cost_coefficients(ZEN1)
-        return attrs.evolve(base, level_hit={**base.level_hit, "L2": 6})
+        return [attrs.evolve(ZEN1, name=self.name, levels=(gl, l2, *rest))]
 
 
 @pytest.fixture(scope="module")
